@@ -1,0 +1,16 @@
+// src/ref/topk_ref.h — exact Top-k selection: the k largest of n scores, ties to the lower index
+// (a total order: score descending, then index ascending), output written in ascending index
+// order. k > n is an error; k == n selects everything. NaN scores are refused.
+// Tested by tests/unit/test_topk_ref.cpp (against a full sort).
+#pragma once
+
+#include <cstdint>
+
+#include "kascade/status.h"
+
+namespace kascade::ref {
+
+// out: [k] int32, ascending.
+Status topk_select_ref(const float* scores /* [n] */, int64_t n, int64_t k, int32_t* out);
+
+}  // namespace kascade::ref
