@@ -10,7 +10,7 @@
 //   position kv_len[b] - q_len[b] + i and sees keys 0 .. that position.
 // - lse is the natural logarithm of the softmax denominator sum_j exp(scale * q·k_j) over the
 //   attended keys; an empty set has lse = -inf and o = 0.
-// Validation helpers are in src/ref/views.h; tested by tests/unit/test_views.cpp.
+// Validation helpers are in src/ref/views.h; tested by tests/unit/ref/test_views.cpp.
 #pragma once
 
 #include <cstdint>

@@ -3,7 +3,7 @@
 //   k(n) = min(n, round_up(max(k_min, ceil(rho * n)), k_round)),  ceil(rho*n) =
 //   (n * rho_ppm + 999999) / 1000000 in int64,
 // and the per-tile prefill budget of §2.3 (rolling: k(s_t); non-rolling: k(n_call)), capped by
-// the number of candidates s_t. Tested by tests/unit/test_budget.cpp (against exact rational
+// the number of candidates s_t. Tested by tests/unit/core/test_core.cpp (against exact rational
 // arithmetic for every n < 2^20 and several rho).
 #pragma once
 

@@ -2,7 +2,7 @@
 //
 // fp16 and bf16 values are stored as raw 16-bit patterns (Half, BFloat16) and converted with
 // round-to-nearest-even, exactly as the GPU's cvt instructions do, so a tensor rounded on the
-// host equals the same tensor rounded on the device. Tested by tests/unit/test_dtype.cpp
+// host equals the same tensor rounded on the device. Tested by tests/unit/core/test_core.cpp
 // (exhaustive over all 65536 patterns against an independent bit-level reference).
 #pragma once
 

@@ -3,7 +3,7 @@
 // Every public function that can fail returns a Status (or a Result<T>) that names the problem:
 // which argument, what was expected, what was given. Nothing in the library calls exit() or
 // asserts on user input; tools turn a failed Status into a message and a non-zero exit code.
-// Tested by tests/unit/test_status.cpp.
+// Tested by tests/unit/core/test_core.cpp.
 #pragma once
 
 #include <optional>

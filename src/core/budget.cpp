@@ -1,5 +1,5 @@
 // budget.cpp — k(n) and the per-tile budget (include/kascade/budget.h).
-// Tested by tests/unit/test_budget.cpp.
+// Tested by tests/unit/core/test_core.cpp.
 #include "kascade/budget.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // dtype.cpp — fp16 / bf16 <-> fp32 conversion on the host (include/kascade/dtype.h).
 // Round-to-nearest-even, bit-exact with the GPU's cvt.rn. Tested exhaustively by
-// tests/unit/test_dtype.cpp.
+// tests/unit/core/test_core.cpp.
 #include "kascade/dtype.h"
 
 #include <bit>

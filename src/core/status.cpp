@@ -1,5 +1,5 @@
 // status.cpp — names and formatting of Status (include/kascade/status.h).
-// Tested by tests/unit/test_status.cpp.
+// Tested by tests/unit/core/test_core.cpp.
 #include "kascade/status.h"
 
 namespace kascade {

@@ -3,7 +3,8 @@
 // A pooling spec groups query heads into rows: row r holds heads [r·H/R, (r+1)·H/R) and reduces
 // them with a sum (Kascade: R = G per KV group; kascade-pooled: R = 1 over all heads) or a max
 // (omnikv: R = 1); R = H gives per-query-head scores (oracle, lessismore).
-// Tested by tests/unit/test_scores_ref.cpp.
+// Both ops validate q, kv and params like the attention ops (views.h), plus the pooling spec
+// (num_rows >= 1 dividing H: InvalidArgument). Tested by tests/unit/ref/test_scores_ref.cpp.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +34,8 @@ Status pooled_scores_decode_ref(const QueryBatch& q, const PagedKv& kv, const At
 //   local_mass[r] = the same reduction of the mass each query puts on its local keys s_t..i
 //                  (sum of per-query local masses for kSum, max for kMax).
 // scores: [num_rows, s_t] fp32 (row stride s_t); local_mass: [num_rows] (may be null).
-// The tile must intersect the call's queries of sequence b.
+// The tile must intersect the call's queries of sequence b (InvalidArgument otherwise). For kMax the
+// rows start from 0 (all p >= 0).
 Status pooled_scores_prefill_tile_ref(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
                                       const PoolingSpec& pooling, int32_t b, int64_t tile, int32_t tile_size,
                                       float* scores, float* local_mass);

@@ -1,7 +1,9 @@
 // src/ref/topk_ref.h — exact Top-k selection: the k largest of n scores, ties to the lower index
 // (a total order: score descending, then index ascending), output written in ascending index
 // order. k > n is an error; k == n selects everything. NaN scores are refused.
-// Tested by tests/unit/test_topk_ref.cpp (against a full sort).
+// -0 and +0 tie; ±inf are ordinary scores. Errors (InvalidArgument): n < 0, n > 2^31, k < 0, k > n, a
+// NaN score (named by index), null pointers when k > 0.
+// Tested by tests/unit/ref/test_topk_ref.cpp (against a full sort).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
 // src/ref/views.h — validation of the attention views (include/kascade/attention.h) and the
 // host-side address arithmetic every CPU op shares. Each validate_* returns a Status naming the
-// offending field; ops call them before touching memory. Tested by tests/unit/test_views.cpp.
+// offending field; ops call them before touching memory. Status codes: a missing pointer, a bad
+// size or an inconsistent length is InvalidArgument; a page id outside the cache is OutOfRange.
+// Tested by tests/unit/ref/test_views.cpp.
 #pragma once
 
 #include <cstdint>
@@ -10,13 +12,18 @@
 
 namespace kascade::ref {
 
-// Checks pointers, positive sizes, cu_q_lens monotone from 0 to total_q.
+// Checks pointers, dtype, positive sizes (batch, num_heads, head_dim), cu_q_lens monotone from 0 to
+// total_q. A sequence may have q_len 0 (it takes no part in the call).
 Status validate_queries(const QueryBatch& q);
-// Checks the cache against the queries: same head_dim, H % G == 0, kv_len[b] >= q_len[b],
-// every page id of the first ceil(kv_len/page_size) entries of each block-table row in range.
+// Checks the queries (validate_queries), then the cache against them: pointers, dtype, positive
+// sizes, same head_dim, H % G == 0, kv_len[b] >= q_len[b], ceil(kv_len/page_size) <=
+// max_pages_per_seq, and every page id of those first entries of each block-table row in
+// [0, num_pages). q and kv may have different dtypes.
 Status validate_kv(const PagedKv& kv, const QueryBatch& q);
-// Checks o/lse pointers and dtype.
+// Checks the o pointer and dtype (lse may be null).
 Status validate_output(const AttentionOutput& out);
+// Checks that the softmax scale is positive and finite (a forgotten scale is 0 and refused).
+Status validate_params(const AttentionParams& params);
 
 inline int32_t q_len(const QueryBatch& q, int32_t b) { return q.cu_q_lens[b + 1] - q.cu_q_lens[b]; }
 // Absolute position of query i (0-based within the call) of sequence b.
