@@ -1,0 +1,138 @@
+// src/cuda/common/device_primitives.cuh — the few PTX building blocks the decode kernels share:
+// 16-byte cp.async copies with zero fill (LDGSTS), ldmatrix (plain and transposed), the
+// m16n8k16 tensor-core MMA for fp16 and bf16 with fp32 accumulation, packing of fp32 pairs,
+// the order-preserving map from float to uint32 used by the radix select, and a register-cached
+// histogram update for skewed data.
+// Fragment layouts follow the PTX ISA ("Matrix Fragments for mma.m16n8k16"). Device-only; tested
+// through the kernels that use them (tests/cuda/).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace kascade::cuda::detail {
+
+__device__ __forceinline__ uint32_t smem_address(const void* pointer) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+// Copies 16 bytes global → shared, bypassing L1. src_bytes = 0 writes 16 zero bytes and reads
+// nothing (the source pointer must still be a valid global address).
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t address, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t address, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+// Element traits: the MMA instruction and the fp32-pair packing of one 16-bit type.
+template <typename T>
+struct Mma16;
+
+template <>
+struct Mma16<__half> {
+  // d = a (16x16, row) * b (16x8, col) + d, fp32 accumulators.
+  static __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                             uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+  // Lower 16 bits hold `lo` (the element with the lower k index).
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ __half from_float(float x) { return __float2half_rn(x); }
+};
+
+template <>
+struct Mma16<__nv_bfloat16> {
+  static __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                             uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }
+};
+
+// Maps a float to a uint32 whose unsigned order is the float order (−0 and +0 map to the same
+// key, so they tie as they do in a float comparison). NaN maps above +inf.
+__device__ __forceinline__ uint32_t float_order_key(float x) {
+  uint32_t bits = __float_as_uint(x);
+  if (bits == 0x80000000u) bits = 0u;
+  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+// Histogram counting for skewed data (post-softmax scores crowd into a few radix bins, and
+// same-address shared atomics serialise): each thread keeps one (bin, count) pair in registers,
+// counts repeats of it there and sends other bins straight to `hist`; a bin seen only once is
+// replaced by the next new one, so the cache settles on the thread's frequent bin. flush() adds the
+// cached counts with one atomic per warp when every lane holds the same bin.
+struct BinCache {
+  int bin = -1;
+  int count = 0;
+  __device__ __forceinline__ void add(int* hist, int b) {
+    if (b < 0) return;
+    if (b == bin) {
+      ++count;
+    } else if (count <= 1) {
+      if (bin >= 0) atomicAdd(&hist[bin], count);
+      bin = b;
+      count = 1;
+    } else {
+      atomicAdd(&hist[b], 1);
+    }
+  }
+  // Every lane of the warp must call it.
+  __device__ __forceinline__ void flush(int* hist) {
+    const int first = __shfl_sync(0xffffffffu, bin, 0);
+    if (__all_sync(0xffffffffu, bin == first)) {
+      const int total = __reduce_add_sync(0xffffffffu, count);
+      if ((threadIdx.x & 31) == 0 && first >= 0 && total > 0) atomicAdd(&hist[first], total);
+    } else if (bin >= 0 && count > 0) {
+      atomicAdd(&hist[bin], count);
+    }
+    bin = -1;
+    count = 0;
+  }
+};
+
+__device__ __forceinline__ int ceil_div_device(int a, int b) { return (a + b - 1) / b; }
+
+// k(n) of DESIGN.md §2.1 in the same int64 arithmetic as kascade::budget_k (src/core/budget.cpp).
+__device__ __forceinline__ int64_t budget_k_device(int64_t n, int64_t rho_ppm, int64_t k_min, int64_t k_round) {
+  if (n <= 0) return 0;
+  const int64_t ceil_rho_n = (n * rho_ppm + 999999) / 1000000;
+  int64_t k = ceil_rho_n > k_min ? ceil_rho_n : k_min;
+  k = (k + k_round - 1) / k_round * k_round;
+  return k < n ? k : n;
+}
+
+}  // namespace kascade::cuda::detail

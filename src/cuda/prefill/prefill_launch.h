@@ -1,0 +1,37 @@
+// src/cuda/prefill/prefill_launch.h — the cudaError_t launchers each prefill .cu file exports:
+// attention (dense_prefill_kernels.cu, lse_prefill_kernels.cu, sparse_prefill_kernels.cu), pooled
+// scores (pooled_scores_kernels.cu) and the per-tile Top-k (tile_topk_kernels.cu). They speak
+// CUDA only, so the .cu files need no host library headers; prefill_ops.cpp wraps them into
+// Status-returning ops. An unbuilt (element type, head dim) returns cudaErrorInvalidValue (the ops
+// refuse it first with a Status naming the value). Tested through the ops (tests/cuda/).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "cuda/prefill/prefill_params.h"
+
+namespace kascade::cuda::prefill {
+
+// Attention kernels; grid as documented at AttentionArgs.
+cudaError_t launch_dense_attention(ElementType type, int head_dim, const AttentionArgs& args, dim3 grid,
+                                   cudaStream_t stream);
+cudaError_t launch_lse_attention(ElementType type, int head_dim, const AttentionArgs& args, dim3 grid,
+                                 cudaStream_t stream);
+cudaError_t launch_sparse_attention(ElementType type, int head_dim, const AttentionArgs& args, dim3 grid,
+                                    cudaStream_t stream);
+
+// Pooled scores of one wave; m_tiles = 1 (rows of a tile <= 128) or 2 (<= 256).
+cudaError_t launch_pooled_scores(ElementType type, int head_dim, int m_tiles, const PoolArgs& args, dim3 grid,
+                                 cudaStream_t stream);
+
+// Top-k of one wave; grid (tiles_in_flight, R).
+cudaError_t launch_tile_topk(const TopkArgs& args, dim3 grid, cudaStream_t stream);
+
+// Raise a kernel's dynamic shared-memory limit (needed once per process before its first launch
+// with more than 48 KB); the pooled-score one also reports how many CTAs fit on a multiprocessor.
+cudaError_t prepare_dense_attention(ElementType type, int head_dim);
+cudaError_t prepare_lse_attention(ElementType type, int head_dim);
+cudaError_t prepare_sparse_attention(ElementType type, int head_dim);
+cudaError_t prepare_pooled_scores(ElementType type, int head_dim, int m_tiles, int* ctas_per_sm);
+
+}  // namespace kascade::cuda::prefill

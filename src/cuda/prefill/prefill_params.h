@@ -1,0 +1,105 @@
+// src/cuda/prefill/prefill_params.h — argument blocks of the prefill kernels and the tiling
+// constants they share with their host launchers (prefill_ops.cpp). Plain structs, no CUDA types,
+// so both the .cu kernel files and the C++20 host files include them.
+//
+// Work units (DESIGN.md §2.3, §3):
+//   - attention kernels (dense, LSE-only, sparse): one CTA = up to kBlockRows "rows", a row being one
+//     (query, query head) pair; the rows of a CTA share one KV head and are ordered query-major,
+//     row = query · heads_per_row + head, so the g heads of a GQA group reuse every K/V tile;
+//   - pooled-score kernel: one CTA = (key range, tile slot of the wave, KV group), all rows of the
+//     tile (its queries in the call × the group's g heads, up to kMaxPoolRows) at once;
+//   - Top-k kernel: one CTA = (tile slot of the wave, pooled row).
+// Tested through the ops (tests/cuda/test_prefill_*.cpp).
+#pragma once
+
+#include <cstdint>
+
+namespace kascade::cuda::prefill {
+
+constexpr int kWarps = 8;                  // warps per attention / pooling CTA
+constexpr int kThreads = kWarps * 32;      // 256
+constexpr int kBlockRows = kWarps * 16;    // 128 rows per attention CTA (16 per warp)
+constexpr int kBlockKeys = 64;             // keys per K/V tile
+constexpr int kMaxPoolRows = 2 * kBlockRows;  // rows of one tile the pooling CTA holds (T·g <= 256)
+constexpr int kTopkThreads = 1024;         // threads of a Top-k CTA
+constexpr int kTopkBins = 2048;            // bins of the first two radix digits (the third has 1024)
+
+enum class ElementType : int { kF16 = 0, kBF16 = 1 };
+
+// The call's views as the kernels read them (device pointers; host ints).
+struct CallArgs {
+  const void* q = nullptr;             // [total_q, H, d]
+  const void* k = nullptr;             // [num_pages, page_size, G, d]
+  const void* v = nullptr;             // [num_pages, page_size, G, d]
+  const int32_t* cu_q_lens = nullptr;  // [batch + 1]
+  const int32_t* kv_lens = nullptr;    // [batch]
+  const int32_t* block_table = nullptr;  // [batch, max_pages_per_seq]
+  int32_t batch = 0;
+  int32_t num_heads = 0;               // H
+  int32_t num_kv_heads = 0;            // G
+  int32_t group_size = 0;              // g = H / G
+  int32_t page_size = 0;
+  int32_t num_pages = 0;
+  int32_t max_pages_per_seq = 0;
+  int32_t max_q_len = 0;               // plan limit: every q_len must be <= this
+  int32_t max_kv_len = 0;              // plan limit: every kv_len must be <= this
+  int32_t max_total_q = 0;             // plan limit: cu_q_lens[batch] <= this
+  float scale_log2 = 0.0f;             // softmax scale · log2(e)
+  uint32_t* errors = nullptr;          // DeviceError / PrefillError bits
+};
+
+// Compact prefill index rows (kascade::PrefillIndexRows) as the kernels read them.
+struct RowArgs {
+  const int32_t* indices = nullptr;      // [row_offsets[num_slots · num_rows]]
+  const int64_t* row_offsets = nullptr;  // [num_slots · num_rows + 1]
+  const int32_t* tile_base = nullptr;    // [batch + 1]
+  int32_t num_rows = 0;
+  int32_t tile_size = 0;
+  int32_t include_local = 1;
+  int32_t per_query_head = 0;            // rows serve one query head each (else one KV group)
+  const int32_t* head_map = nullptr;     // [G] or null (identity), per-KV-group rows only
+};
+
+// Attention kernels. Grid: x = row blocks (dense: ceil(max_q_len·g / 128); sparse: tiles per
+// sequence × row blocks per tile), y = consumers (KV groups, or query heads for per-query-head
+// rows), z = batch.
+struct AttentionArgs {
+  CallArgs call;
+  RowArgs rows;                 // sparse only
+  int32_t row_blocks_per_tile = 1;  // sparse only
+  void* o = nullptr;            // [total_q, H, d] (not written by the LSE-only kernel)
+  float* lse = nullptr;         // [total_q, H] natural-log LSE, or null (attention kernels only)
+};
+
+// Pooled post-softmax scores of the tiles of one wave. Grid: x = key splits, y = tile slots of the
+// wave (slots wave_base + y), z = KV groups.
+//   scores[y][g][j] = reduce over rows (query i of the tile in the call, head h of group g) of
+//                     exp(σ q_{i,h}·k_{g,j} − lse[i][h]),   j < s_t,
+// written only for tiles whose pooled row needs a selection (0 < k_t < s_t).
+struct PoolArgs {
+  CallArgs call;
+  RowArgs rows;                 // the rows being selected (their lengths say which tiles need scores)
+  const float* lse = nullptr;   // [total_q, H] natural-log LSE over each query's causal keys
+  float* scores = nullptr;      // [tiles_in_flight, G, score_stride]
+  int64_t score_stride = 0;     // >= max_kv_len, multiple of 4
+  int32_t wave_base = 0;        // first tile slot of the wave
+  int32_t pool_rows = 0;        // R: pooled rows per tile (divides G)
+  int32_t reduce_max = 0;       // 0: sum, 1: max
+};
+
+// Top-k of one wave. Grid: x = tile slots of the wave, y = pooled rows R. Row r of slot s reads
+// the scores of groups [r·G/R, (r+1)·G/R) (summed, or max) and writes its k_t largest
+// (ties: lower index) in ascending order at indices[row_offsets[s·R + r] ..].
+struct TopkArgs {
+  CallArgs call;
+  RowArgs rows;                 // indices are written here (the kernel casts constness away)
+  int32_t* out_indices = nullptr;  // = rows.indices, writable
+  const float* scores = nullptr;   // [tiles_in_flight, G, score_stride]
+  int64_t score_stride = 0;
+  int32_t wave_base = 0;
+  int32_t pool_rows = 0;
+  int32_t reduce_max = 0;
+  int32_t slot_capacity = 0;       // waves × tiles_in_flight: tile_base[batch] must not exceed it
+};
+
+}  // namespace kascade::cuda::prefill

@@ -1,0 +1,127 @@
+// src/cuda/prefill/prefill_plan.cpp — supports(), plan and workspace of the prefill ops
+// (prefill_plan.h). Tested by tests/cuda/test_prefill_plan.cpp and every op test.
+#include "cuda/prefill/prefill_plan.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "cuda/common/cuda_status.h"
+#include "cuda/prefill/prefill_launch.h"
+#include "cuda/prefill/prefill_params.h"
+#include "cuda/prefill/prefill_shapes.h"
+
+namespace kascade::cuda {
+namespace {
+
+constexpr size_t kAlign = 256;
+
+size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+Status supports_prefill(const PrefillShape& shape) {
+  KC_CHECK_ARG(shape.dtype == DType::kF16 || shape.dtype == DType::kBF16, "dtype is ", dtype_name(shape.dtype),
+               "; the prefill kernels take f16 and bf16");
+  KC_CHECK_ARG(shape.batch >= 1 && shape.batch <= 65535, "batch is ", shape.batch, "; expected 1..65535");
+  KC_CHECK_ARG(shape.num_kv_heads >= 1, "num_kv_heads is ", shape.num_kv_heads, "; expected >= 1");
+  KC_CHECK_ARG(shape.num_heads >= 1 && shape.num_heads % shape.num_kv_heads == 0, "num_heads ", shape.num_heads,
+               " is not a positive multiple of num_kv_heads ", shape.num_kv_heads);
+  const int32_t group = shape.num_heads / shape.num_kv_heads;
+  if (group > 8) {
+    return unsupported("GQA group size is ", group, " (H = ", shape.num_heads, ", G = ", shape.num_kv_heads,
+                       "); the prefill kernels are built for 1..8");
+  }
+  if (shape.head_dim != 64 && shape.head_dim != 128) {
+    return unsupported("head_dim is ", shape.head_dim, "; the prefill kernels are built for 64 and 128");
+  }
+  KC_CHECK_ARG(shape.max_q_len >= 1, "max_q_len is ", shape.max_q_len, "; expected >= 1");
+  KC_CHECK_ARG(shape.max_total_q >= shape.max_q_len, "max_total_q ", shape.max_total_q,
+               " is smaller than max_q_len ", shape.max_q_len);
+  KC_CHECK_ARG(shape.max_kv_len >= shape.max_q_len, "max_kv_len ", shape.max_kv_len, " is smaller than max_q_len ",
+               shape.max_q_len);
+  KC_CHECK_ARG(int64_t{shape.max_total_q} * shape.num_heads <= std::numeric_limits<int32_t>::max(),
+               "max_total_q × num_heads = ", int64_t{shape.max_total_q} * shape.num_heads,
+               " does not fit the kernels' int32 row indices");
+  KC_CHECK_ARG(shape.tile_size >= 1, "tile_size is ", shape.tile_size, "; expected >= 1");
+  if (int64_t{shape.tile_size} * group > prefill::kMaxPoolRows) {
+    return unsupported("tile_size × group = ", shape.tile_size, " × ", group, " = ", shape.tile_size * group,
+                       " rows per tile; anchor selection pools at most ", prefill::kMaxPoolRows);
+  }
+  return ok_status();
+}
+
+size_t PrefillPlan::selection_scratch_bytes() const {
+  if (!selection) return 0;
+  return workspace.total_bytes - workspace.lse;
+}
+
+Result<PrefillPlan> plan_prefill(const PrefillShape& shape, const PrefillPlanOptions& options) {
+  KC_RETURN_IF_ERROR(supports_prefill(shape));
+  KC_CHECK_ARG(options.tiles_in_flight >= 0, "options.tiles_in_flight is ", options.tiles_in_flight,
+               "; expected >= 0 (0: automatic)");
+  KC_CHECK_ARG(options.key_splits >= 0, "options.key_splits is ", options.key_splits, "; expected >= 0 (0: automatic)");
+  PrefillPlan plan;
+  plan.shape = shape;
+  plan.selection = options.selection;
+  const int32_t group = shape.num_heads / shape.num_kv_heads;
+  plan.pool_m_tiles = shape.tile_size * group <= prefill::kBlockRows ? 1 : 2;
+
+  const prefill::ElementType type = prefill::element_type(shape.dtype);
+  KC_CUDA_RETURN_IF_ERROR(prefill::prepare_dense_attention(type, shape.head_dim));
+  KC_CUDA_RETURN_IF_ERROR(prefill::prepare_lse_attention(type, shape.head_dim));
+  KC_CUDA_RETURN_IF_ERROR(prefill::prepare_sparse_attention(type, shape.head_dim));
+  int pool_ctas_per_sm = 0;
+  KC_CUDA_RETURN_IF_ERROR(prefill::prepare_pooled_scores(type, shape.head_dim, plan.pool_m_tiles, &pool_ctas_per_sm));
+  int device = 0, num_sms = 0;
+  KC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+
+  size_t offset = 0;
+  plan.workspace.error_flags = offset;
+  offset = align_up(offset + sizeof(uint32_t));
+  plan.workspace.lse = offset;
+  if (plan.selection) {
+    offset = align_up(offset + size_t(shape.max_total_q) * shape.num_heads * sizeof(float));
+    plan.workspace.scores = offset;
+    plan.score_stride = (int64_t{shape.max_kv_len} + 3) / 4 * 4;
+    const int64_t slots = prefill::max_call_slots(shape.batch, shape.max_total_q, shape.max_q_len, shape.tile_size);
+    const size_t tile_bytes = size_t(shape.num_kv_heads) * plan.score_stride * sizeof(float);
+    int64_t in_flight = options.tiles_in_flight > 0
+                            ? options.tiles_in_flight
+                            : static_cast<int64_t>(options.selection_scratch_budget / tile_bytes);
+    in_flight = std::clamp<int64_t>(in_flight, 1, std::min<int64_t>(slots, 65535));
+    plan.tiles_in_flight = static_cast<int32_t>(in_flight);
+    plan.num_waves = static_cast<int32_t>((slots + in_flight - 1) / in_flight);
+    offset = align_up(offset + size_t(in_flight) * tile_bytes);
+    const int64_t key_blocks = (int64_t{shape.max_kv_len} + prefill::kBlockKeys - 1) / prefill::kBlockKeys;
+    int64_t splits = options.key_splits;
+    if (splits == 0) {
+      const int64_t pairs = in_flight * shape.num_kv_heads;
+      const int64_t target = int64_t{2} * num_sms * std::max(pool_ctas_per_sm, 1);
+      splits = (target + pairs - 1) / pairs;
+    }
+    plan.key_splits = static_cast<int32_t>(std::clamp<int64_t>(splits, 1, std::max<int64_t>(key_blocks, 1)));
+  }
+  plan.workspace.total_bytes = offset;
+  return plan;
+}
+
+Status initialize_prefill_workspace(const PrefillPlan& plan, void* workspace, cudaStream_t stream) {
+  KC_CHECK_ARG(workspace != nullptr, "workspace is null; allocate plan.workspace.total_bytes = ",
+               plan.workspace.total_bytes);
+  KC_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(static_cast<char*>(workspace) + plan.workspace.error_flags, 0, sizeof(uint32_t), stream));
+  return ok_status();
+}
+
+Result<uint32_t> read_prefill_errors(const PrefillPlan& plan, void* workspace, cudaStream_t stream) {
+  KC_CHECK_ARG(workspace != nullptr, "workspace is null");
+  uint32_t bits = 0;
+  void* word = static_cast<char*>(workspace) + plan.workspace.error_flags;
+  KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&bits, word, sizeof(bits), cudaMemcpyDeviceToHost, stream));
+  KC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(word, 0, sizeof(uint32_t), stream));
+  KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  return bits;
+}
+
+}  // namespace kascade::cuda

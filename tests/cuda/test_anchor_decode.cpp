@@ -1,0 +1,248 @@
+// tests/cuda/test_anchor_decode.cpp — anchor-layer decode (src/cuda/kascade/anchor_decode.h) for
+// every pooling the policies use (kascade R = G sum, kascade-pooled R = 1 sum, omnikv R = 1 max,
+// oracle R = H), with dense (layer 0) and sparse outputs:
+//   - pooled scores vs ref::pooled_scores_decode_ref (all_close);
+//   - the selected rows vs ref::topk_select_ref on the reference scores (tie-aware sets,
+//     harness topk_sets_equivalent) and exactly equal to ref::topk_select_ref on the GPU's own
+//     pooled scores; −1 padding; row_lens = k(n);
+//   - the output vs ref::dense_attention_ref / ref::sparse_decode_ref over the GPU's rows and an
+//     fp64 recomputation (FA3 rule); the exact LSE vs fp64.
+// Awkward lengths in mixed batches, shuffled pages, NaN-poisoned outputs, clean error word.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "cuda/common/device_errors.h"
+#include "cuda/kascade/anchor_decode.h"
+#include "cuda_test_support.h"
+#include "ref/attention_ref.h"
+#include "ref/scores_ref.h"
+#include "ref/topk_ref.h"
+#include "testing/harness.h"
+
+namespace kascade::cuda {
+namespace {
+
+using kascade::testing::DecodeCase;
+using kascade::testing::DecodeProblem;
+using kascade::testing::DeviceBuffer;
+
+DecodeShape shape_of(const DecodeProblem& p) {
+  DecodeShape s;
+  s.dtype = p.spec().dtype;
+  s.batch = p.batch();
+  s.num_heads = p.spec().num_heads;
+  s.num_kv_heads = p.spec().num_kv_heads;
+  s.head_dim = p.spec().head_dim;
+  s.page_size = p.page_size();
+  s.max_seq_len = p.max_seq_len();
+  return s;
+}
+
+struct AnchorRun {
+  std::vector<int32_t> indices, row_lens;  // [B, R, k_max], [B, R]
+  int32_t k_max = 0;
+};
+
+// Runs the anchor and checks everything against the references; returns the rows it selected.
+AnchorRun run_and_check_anchor(const DecodeProblem& p, const AnchorOptions& options,
+                               const std::vector<int32_t>& k_per_seq = {}) {
+  const DecodeCase& c = p.spec();
+  const int32_t batch = p.batch(), h_count = c.num_heads, d = c.head_dim, rows_r = options.pooling.num_rows;
+  AnchorRun run;
+  auto plan = plan_anchor_decode(shape_of(p), options);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  if (!plan.ok()) return run;
+  run.k_max = plan->k_max;
+  DeviceBuffer workspace(plan->workspace.total_bytes);
+  EXPECT_TRUE(initialize_workspace(plan->workspace, workspace.data(), nullptr).ok());
+  DeviceBuffer indices(static_cast<size_t>(batch) * rows_r * run.k_max * sizeof(int32_t), 0x7F);
+  DeviceBuffer row_lens(static_cast<size_t>(batch) * rows_r * sizeof(int32_t), 0x7F);
+  DeviceBuffer o(static_cast<size_t>(batch) * h_count * d * dtype_size(c.dtype));
+  DeviceBuffer lse(static_cast<size_t>(batch) * h_count * sizeof(float));
+  DeviceBuffer exact_lse(static_cast<size_t>(batch) * h_count * sizeof(float));
+  DeviceBuffer k_d = testing::upload_vector(k_per_seq);
+  DecodeIndexRows rows{indices.as<int32_t>(), row_lens.as<int32_t>(), batch, rows_r, run.k_max, plan->granularity};
+  AttentionOutput out{o.data(), c.dtype, lse.as<float>()};
+  AttentionParams params;
+  params.scale = p.scale();
+  AnchorRunExtras extras;
+  extras.k_per_seq = k_per_seq.empty() ? nullptr : k_d.as<int32_t>();
+  extras.exact_lse = options.dense_output ? nullptr : exact_lse.as<float>();
+  const Status st = anchor_decode(*plan, p.device_q(), p.device_kv(), params, rows, out, extras, workspace.data(), nullptr);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  if (!st.ok()) return run;
+  run.indices = indices.download_as<int32_t>();
+  run.row_lens = row_lens.download_as<int32_t>();
+  const std::vector<float> got_o = testing::to_floats(o.download(), c.dtype);
+  const std::vector<float> got_lse = lse.download_as<float>();
+  EXPECT_TRUE(indices.guards_intact() && row_lens.guards_intact() && o.guards_intact() && lse.guards_intact());
+  const int64_t stride = plan->logits_stride;
+  std::vector<float> gpu_scores(static_cast<size_t>(batch) * rows_r * stride);
+  EXPECT_EQ(cudaMemcpy(gpu_scores.data(), anchor_pooled_scores(*plan, workspace.data()),
+                       gpu_scores.size() * sizeof(float), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+
+  // Reference pooled scores, row stride = max_seq_len.
+  const int64_t ref_stride = p.max_seq_len();
+  std::vector<float> ref_scores(static_cast<size_t>(batch) * rows_r * ref_stride, 0.0f);
+  ref::PoolingSpec spec{rows_r, options.pooling.reduce == ScoreReduce::kMax ? ref::PoolReduce::kMax : ref::PoolReduce::kSum};
+  EXPECT_TRUE(ref::pooled_scores_decode_ref(p.host_q(), p.host_kv(), params, spec, ref_scores.data(), ref_stride).ok());
+
+  for (int32_t b = 0; b < batch; ++b) {
+    const int32_t n = p.kv_lens()[b];
+    const int32_t k = k_per_seq.empty() ? static_cast<int32_t>(budget_k(n, options.budget)) : k_per_seq[b];
+    for (int32_t r = 0; r < rows_r; ++r) {
+      SCOPED_TRACE("b " + std::to_string(b) + " row " + std::to_string(r) + " n " + std::to_string(n));
+      const int64_t row = static_cast<int64_t>(b) * rows_r + r;
+      const std::vector<float> got_s(gpu_scores.begin() + row * stride, gpu_scores.begin() + row * stride + n);
+      const std::vector<float> want_s(ref_scores.begin() + row * ref_stride, ref_scores.begin() + row * ref_stride + n);
+      EXPECT_TRUE(testing::all_close(got_s, want_s, {n}, {1e-6, 2e-4}));
+      EXPECT_EQ(run.row_lens[row], k);
+      const std::vector<int32_t> got_row(run.indices.begin() + row * run.k_max, run.indices.begin() + row * run.k_max + k);
+      for (int32_t i = k; i < run.k_max; ++i) EXPECT_EQ(run.indices[row * run.k_max + i], -1) << "padding at " << i;
+      std::vector<int32_t> want(k), exact(k);
+      EXPECT_TRUE(ref::topk_select_ref(want_s.data(), n, k, want.data()).ok());
+      EXPECT_TRUE(testing::topk_sets_equivalent(got_row, want, want_s, 1e-3));
+      EXPECT_TRUE(ref::topk_select_ref(got_s.data(), n, k, exact.data()).ok());
+      EXPECT_EQ(got_row, exact) << "the radix select must equal topk_select_ref on the scores it saw";
+    }
+  }
+
+  // The layer's output.
+  AttentionOutput ref_out;
+  std::vector<float> ref_o(static_cast<size_t>(batch) * h_count * d), ref_lse(static_cast<size_t>(batch) * h_count);
+  ref_out.o = ref_o.data();
+  ref_out.dtype = DType::kF32;
+  ref_out.lse = ref_lse.data();
+  testing::KeyLists keys;
+  if (options.dense_output) {
+    keys = testing::dense_key_lists(p);
+    EXPECT_TRUE(ref::dense_attention_ref(p.host_q(), p.host_kv(), params, ref_out).ok());
+  } else {
+    keys = testing::sparse_key_lists(p, run.indices, run.row_lens, rows_r, run.k_max, plan->granularity, {});
+    // The reference reads the same rows through an explicit head map (g·R/G).
+    std::vector<int32_t> head_map(c.num_kv_heads);
+    for (int32_t g = 0; g < c.num_kv_heads; ++g) head_map[g] = g * rows_r / c.num_kv_heads;
+    DecodeIndexRows host_rows{run.indices.data(), run.row_lens.data(), batch, rows_r, run.k_max, plan->granularity};
+    const Status ref_st = ref::sparse_decode_ref(
+        p.host_q(), p.host_kv(), params, host_rows,
+        plan->granularity == IndexGranularity::kPerQueryHead ? nullptr : head_map.data(), ref_out);
+    EXPECT_TRUE(ref_st.ok()) << ref_st.to_string();
+    // The exact LSE over all keys.
+    const std::vector<float> got_exact = exact_lse.download_as<float>();
+    const auto dense = testing::recompute_attention(p, testing::dense_key_lists(p));
+    for (size_t i = 0; i < got_exact.size(); ++i)
+      EXPECT_NEAR(got_exact[i], dense.lse64[i], 1e-4 + 1e-5 * std::fabs(dense.lse64[i])) << "exact lse " << i;
+  }
+  EXPECT_TRUE(testing::check_attention(p, keys, got_o, got_lse));
+  EXPECT_TRUE(testing::all_close(got_o, ref_o, {batch, h_count, d}, testing::tolerance_for(c.dtype)));
+  EXPECT_TRUE(testing::all_close(got_lse, ref_lse, {batch, h_count}, {1e-4, 1e-5}));
+  auto errors = read_device_errors(plan->workspace, workspace.data(), nullptr);
+  EXPECT_TRUE(errors.ok());
+  if (errors.ok()) {
+    EXPECT_EQ(*errors, 0u) << describe_device_errors(*errors);
+  }
+  return run;
+}
+
+DecodeCase make_case(DType dtype, int h, int g, int d, int page, std::mt19937_64& rng) {
+  DecodeCase c;
+  c.dtype = dtype;
+  c.num_heads = h;
+  c.num_kv_heads = g;
+  c.head_dim = d;
+  c.page_size = page;
+  c.kv_lens.assign(testing::awkward_lengths().begin(), testing::awkward_lengths().end());
+  std::shuffle(c.kv_lens.begin(), c.kv_lens.end(), rng);
+  return c;
+}
+
+AnchorOptions options(int32_t rows, ScoreReduce reduce, bool dense_output) {
+  AnchorOptions o;
+  o.pooling.num_rows = rows;
+  o.pooling.reduce = reduce;
+  o.budget.k_min = 8;  // small enough that short sequences select a strict subset
+  o.dense_output = dense_output;
+  return o;
+}
+
+TEST(AnchorDecode, KascadePerKvGroupSparseOutput) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  DecodeProblem p(make_case(DType::kF16, 8, 2, 128, 16, rng), rng);
+  run_and_check_anchor(p, options(2, ScoreReduce::kSum, false));
+}
+
+TEST(AnchorDecode, LayerZeroDenseOutputBf16HeadDim64) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  DecodeProblem p(make_case(DType::kBF16, 8, 4, 64, 32, rng), rng);
+  run_and_check_anchor(p, options(4, ScoreReduce::kSum, true));
+}
+
+TEST(AnchorDecode, AllHeadsPooledSparseOutput) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  DecodeProblem p(make_case(DType::kF16, 16, 4, 128, 0, rng), rng);
+  run_and_check_anchor(p, options(1, ScoreReduce::kSum, false));
+}
+
+TEST(AnchorDecode, OmniKvMaxPoolingDenseOutput) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  DecodeProblem p(make_case(DType::kBF16, 12, 4, 128, 64, rng), rng);
+  run_and_check_anchor(p, options(1, ScoreReduce::kMax, true));
+}
+
+TEST(AnchorDecode, OraclePerQueryHeadSparseOutput) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  DecodeProblem p(make_case(DType::kF16, 8, 2, 64, 16, rng), rng);
+  run_and_check_anchor(p, options(8, ScoreReduce::kSum, false));
+}
+
+TEST(AnchorDecode, GroupSizeOneAndEight) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  DecodeProblem one(make_case(DType::kBF16, 4, 4, 128, 128, rng), rng);
+  run_and_check_anchor(one, options(4, ScoreReduce::kSum, false));
+  DecodeProblem eight(make_case(DType::kF16, 16, 2, 128, 16, rng), rng);
+  run_and_check_anchor(eight, options(2, ScoreReduce::kSum, false));
+}
+
+TEST(AnchorDecode, DefaultBudgetAndExplicitKPerSequence) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  DecodeCase c = make_case(DType::kF16, 8, 2, 128, 16, rng);
+  c.kv_lens = {4097, 20000};
+  DecodeProblem p(c, rng);
+  AnchorOptions o = options(2, ScoreReduce::kSum, false);
+  o.budget = Budget{};  // rho 10 %, k_min 128
+  run_and_check_anchor(p, o);
+  run_and_check_anchor(p, o, {1, 1500});
+}
+
+TEST(AnchorDecode, RefusesPoolingThatCannotServeTheOutput) {
+  KC_SKIP_WITHOUT_GPU();
+  DecodeShape s;
+  s.dtype = DType::kF16;
+  s.batch = 2;
+  s.num_heads = 12;
+  s.num_kv_heads = 4;
+  s.head_dim = 128;
+  s.page_size = 16;
+  s.max_seq_len = 1000;
+  auto bad = plan_anchor_decode(s, options(5, ScoreReduce::kSum, false));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("num_rows is 5"), std::string::npos) << bad.status().message();
+  auto bad_sparse = plan_anchor_decode(s, options(6, ScoreReduce::kSum, false));  // divides H, not G
+  ASSERT_FALSE(bad_sparse.ok());
+  EXPECT_NE(bad_sparse.status().message().find("num_rows is 6"), std::string::npos);
+  EXPECT_TRUE(plan_anchor_decode(s, options(6, ScoreReduce::kMax, true)).ok());
+}
+
+}  // namespace
+}  // namespace kascade::cuda

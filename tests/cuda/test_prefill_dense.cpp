@@ -1,0 +1,205 @@
+// tests/cuda/test_prefill_dense.cpp — dense causal prefill (src/cuda/prefill/prefill_ops.h:
+// dense_prefill) and the anchor's LSE pass (prefill_stages.h: prefill_lse) against
+// ref::dense_attention_ref and an fp64 recomputation (FA3 rule), over f16/bf16, head dims 64/128,
+// GQA group sizes 1, 2, 3, 4 and 8, paged (shuffled pages, several page sizes) and contiguous K/V,
+// varlen batches holding the awkward lengths of DESIGN.md §4 both as one-shot prompts and as later
+// chunks of longer sequences, plus one 4097-key prompt. Outputs are NaN-poisoned with canary
+// guards; the device error word must stay clear. Chunked prefill in tile multiples must equal the
+// one-shot call bit for bit.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cuda/prefill/prefill_errors.h"
+#include "cuda/prefill/prefill_ops.h"
+#include "cuda/prefill/prefill_stages.h"
+#include "cuda_test_support.h"
+#include "ref/attention_ref.h"
+#include "test_prefill_problem.h"
+#include "testing/harness.h"
+
+namespace kascade::cuda {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::PrefillCase;
+using testing::PrefillProblem;
+
+struct DenseResult {
+  std::vector<float> o, lse;
+};
+
+// Runs dense_prefill (or, with lse_only, prefill_lse) on the problem's device views.
+DenseResult run_dense(const PrefillProblem& p, bool lse_only = false) {
+  DenseResult result;
+  auto w = testing::make_prefill_workspace(p.shape(), PrefillPlanOptions{});
+  EXPECT_TRUE(w.ok()) << w.status().to_string();
+  if (!w.ok()) return result;
+  const PrefillCase& c = p.spec();
+  const size_t rows = size_t(p.total_q()) * c.num_heads;
+  DeviceBuffer o(std::max<size_t>(1, rows * c.head_dim * dtype_size(c.dtype))), lse(std::max<size_t>(1, rows) * 4);
+  AttentionParams params;
+  params.scale = p.scale();
+  if (lse_only) {
+    EXPECT_TRUE(prefill_lse(w->plan, p.device_q(), p.device_kv(), params, lse.as<float>(), w->workspace.data(), nullptr)
+                    .ok());
+  } else {
+    const AttentionOutput out{o.data(), c.dtype, lse.as<float>()};
+    const Status s = dense_prefill(w->plan, p.device_q(), p.device_kv(), params, out, w->workspace.data(), nullptr);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  auto errors = read_prefill_errors(w->plan, w->workspace.data(), nullptr);
+  EXPECT_TRUE(errors.ok());
+  if (errors.ok()) EXPECT_EQ(*errors, 0u) << describe_prefill_errors(*errors);
+  EXPECT_TRUE(o.guards_intact());
+  EXPECT_TRUE(lse.guards_intact());
+  result.o = testing::to_floats(o.download(), c.dtype);
+  result.o.resize(rows * c.head_dim);
+  result.lse = lse.download_as<float>();
+  result.lse.resize(rows);
+  return result;
+}
+
+// Checks a dense result against the fp64 recomputation (FA3 rule) and against src/ref.
+void expect_dense_matches(const PrefillProblem& p, const DenseResult& got) {
+  const PrefillCase& c = p.spec();
+  const testing::PrefillReference r = testing::recompute_prefill(p, testing::dense_keys(p));
+  EXPECT_TRUE(testing::check_prefill_attention(p, r, got.o, got.lse));
+  const size_t rows = size_t(p.total_q()) * c.num_heads;
+  std::vector<float> ref_o(rows * c.head_dim), ref_lse(rows);
+  AttentionParams params;
+  params.scale = p.scale();
+  KC_ASSERT_OK(ref::dense_attention_ref(p.host_q(), p.host_kv(), params, {ref_o.data(), DType::kF32, ref_lse.data()}));
+  EXPECT_TRUE(testing::all_close(got.o, ref_o, {p.total_q(), c.num_heads, c.head_dim}, testing::tolerance_for(c.dtype)));
+  EXPECT_TRUE(testing::all_close(got.lse, ref_lse, {p.total_q(), c.num_heads}, {1e-4, 1e-5}));
+}
+
+// (dtype, H, G, head_dim, page_size; 0 = contiguous)
+using Config = std::tuple<DType, int, int, int, int>;
+
+class DensePrefillTest : public ::testing::TestWithParam<Config> {
+ protected:
+  PrefillCase make_case(std::vector<int32_t> q_lens, std::vector<int32_t> kv_lens) const {
+    const auto [dtype, h, g, d, page] = GetParam();
+    PrefillCase c;
+    c.dtype = dtype;
+    c.num_heads = h;
+    c.num_kv_heads = g;
+    c.head_dim = d;
+    c.page_size = page;
+    c.q_lens = std::move(q_lens);
+    c.kv_lens = std::move(kv_lens);
+    return c;
+  }
+};
+
+// Every awkward length as a one-shot prompt, in one varlen batch.
+TEST_P(DensePrefillTest, AwkwardLengthsOneShotInOneBatch) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  std::vector<int32_t> lens;
+  for (int n : testing::awkward_lengths()) {
+    if (n <= 1000) lens.push_back(n);
+  }
+  const PrefillProblem p(make_case(lens, lens), rng);
+  expect_dense_matches(p, run_dense(p));
+}
+
+// Later chunks of longer sequences (q_len < kv_len), unaligned and aligned, mixed with a decode-like
+// single query and a sequence with no queries in this call.
+TEST_P(DensePrefillTest, ChunksOfLongerSequences) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  const PrefillProblem p(make_case({33, 1, 31, 0, 127, 129, 64}, {1000, 4097, 32, 17, 129, 1000, 96}), rng);
+  expect_dense_matches(p, run_dense(p));
+}
+
+// The LSE-only pass gives the dense kernel's LSE (within the reference tolerance).
+TEST_P(DensePrefillTest, LsePassMatchesReference) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  const PrefillProblem p(make_case({129, 31, 1}, {129, 1000, 33}), rng);
+  const DenseResult got = run_dense(p, /*lse_only=*/true);
+  const testing::PrefillReference r = testing::recompute_prefill(p, testing::dense_keys(p));
+  ASSERT_EQ(got.lse.size(), r.lse64.size());
+  for (size_t i = 0; i < got.lse.size(); ++i) {
+    ASSERT_NEAR(got.lse[i], r.lse64[i], 1e-4 + 1e-5 * std::fabs(r.lse64[i])) << "row " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, DensePrefillTest,
+    ::testing::Values(Config{DType::kF16, 8, 8, 128, 16}, Config{DType::kBF16, 8, 4, 64, 16},
+                      Config{DType::kF16, 12, 4, 64, 0}, Config{DType::kBF16, 16, 4, 128, 32},
+                      Config{DType::kF16, 16, 2, 128, 64}, Config{DType::kBF16, 8, 1, 64, 16}),
+    [](const ::testing::TestParamInfo<Config>& info) {
+      const auto [dtype, h, g, d, page] = info.param;
+      return std::string(dtype_name(dtype)) + "_H" + std::to_string(h) + "_G" + std::to_string(g) + "_d" +
+             std::to_string(d) + "_page" + std::to_string(page);
+    });
+
+// The longest awkward length as one prompt (f16, d = 128, g = 4; bf16, d = 64, g = 2).
+TEST(DensePrefill, LongPrompt4097) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const auto& [dtype, h, g, d] : {std::tuple{DType::kF16, 4, 1, 128}, std::tuple{DType::kBF16, 4, 2, 64}}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    auto rng = testing::rng_for_test(static_cast<uint64_t>(d));
+    PrefillCase c;
+    c.dtype = dtype;
+    c.num_heads = h;
+    c.num_kv_heads = g;
+    c.head_dim = d;
+    c.q_lens = {4097};
+    c.kv_lens = {4097};
+    const PrefillProblem p(c, rng);
+    expect_dense_matches(p, run_dense(p));
+  }
+}
+
+// Chunked prefill in multiples of the tile (and of nothing larger) equals the one-shot call exactly:
+// a row's result does not depend on which other rows share its CTA.
+TEST(DensePrefill, ChunkedEqualsOneShotBitForBit) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  PrefillCase c;
+  c.dtype = DType::kBF16;
+  c.num_heads = 12;
+  c.num_kv_heads = 4;  // g = 3: row blocks of 128 rows straddle queries
+  c.head_dim = 128;
+  c.q_lens = {1000};
+  c.kv_lens = {1000};
+  const PrefillProblem p(c, rng);
+  const DenseResult full = run_dense(p);
+  auto w = testing::make_prefill_workspace(p.shape(), PrefillPlanOptions{});
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  AttentionParams params;
+  params.scale = p.scale();
+  const size_t row_elems = size_t(c.num_heads) * c.head_dim;
+  for (const std::vector<int32_t>& cuts : {std::vector<int32_t>{0, 32, 96, 480, 1000}, std::vector<int32_t>{0, 992, 1000}}) {
+    for (size_t k = 0; k + 1 < cuts.size(); ++k) {
+      const int32_t c0 = cuts[k], c1 = cuts[k + 1];
+      SCOPED_TRACE("chunk [" + std::to_string(c0) + ", " + std::to_string(c1) + ")");
+      const PrefillProblem::Chunk chunk = p.chunk(c0, c1);
+      DeviceBuffer o(size_t(c1 - c0) * row_elems * 2), lse(size_t(c1 - c0) * c.num_heads * 4);
+      KC_ASSERT_OK(dense_prefill(w->plan, chunk.q, chunk.kv, params, {o.data(), c.dtype, lse.as<float>()},
+                                 w->workspace.data(), nullptr));
+      const std::vector<float> got_o = testing::to_floats(o.download(), c.dtype);
+      const std::vector<float> got_lse = lse.download_as<float>();
+      for (size_t i = 0; i < got_o.size(); ++i) {
+        ASSERT_EQ(got_o[i], full.o[size_t(c0) * row_elems + i]) << "o element " << i;
+      }
+      for (size_t i = 0; i < got_lse.size(); ++i) {
+        ASSERT_EQ(got_lse[i], full.lse[size_t(c0) * c.num_heads + i]) << "lse element " << i;
+      }
+    }
+  }
+  auto errors = read_prefill_errors(w->plan, w->workspace.data(), nullptr);
+  ASSERT_TRUE(errors.ok());
+  EXPECT_EQ(*errors, 0u) << describe_prefill_errors(*errors);
+}
+
+}  // namespace
+}  // namespace kascade::cuda

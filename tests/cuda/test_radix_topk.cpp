@@ -1,0 +1,162 @@
+// tests/cuda/test_radix_topk.cpp — the GPU radix Top-k (src/cuda/kascade/radix_topk.h) must equal
+// ref::topk_select_ref exactly (same set, ascending order, ties to the lower index) on random
+// scores, heavily tied scores (a few distinct values, ±0), ±inf, lengths that are not multiples of
+// 4, k from 1 to n through explicit k_per_seq and through the budget k(n); rows are −1 padded
+// (outputs poisoned with 0x7F7F7F7F first) and row_lens hold k.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cuda/common/device_errors.h"
+#include "cuda/kascade/radix_topk.h"
+#include "cuda_test_support.h"
+#include "kascade/budget.h"
+#include "ref/topk_ref.h"
+#include "testing/harness.h"
+
+namespace kascade::cuda {
+namespace {
+
+using kascade::testing::DeviceBuffer;
+
+enum class Pattern { kUniform, kFewValues, kSignedZerosAndInf, kAllEqual, kSoftmaxLike };
+
+std::vector<float> make_scores(std::mt19937_64& rng, int32_t n, Pattern pattern) {
+  std::vector<float> s(n);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, 3);
+  for (int32_t i = 0; i < n; ++i) {
+    switch (pattern) {
+      case Pattern::kUniform: s[i] = u(rng) * 2.0f - 1.0f; break;
+      case Pattern::kFewValues: {
+        static constexpr float kValues[] = {0.25f, 0.5f, 0.5f, 1.0f};
+        s[i] = kValues[pick(rng)];
+        break;
+      }
+      case Pattern::kSignedZerosAndInf: {
+        static constexpr float kValues[] = {-0.0f, 0.0f, std::numeric_limits<float>::infinity(), -1.5f};
+        s[i] = kValues[pick(rng)];
+        if (i % 97 == 5) s[i] = -std::numeric_limits<float>::infinity();
+        break;
+      }
+      case Pattern::kAllEqual: s[i] = 0.125f; break;
+      case Pattern::kSoftmaxLike: s[i] = std::exp(8.0f * u(rng)) * 1e-6f; break;
+    }
+  }
+  return s;
+}
+
+struct TopkCase {
+  std::vector<int32_t> kv_lens;   // per sequence
+  std::vector<int32_t> k;         // per sequence, or empty: k(n) from the budget
+  int32_t num_rows = 1;
+  Pattern pattern = Pattern::kUniform;
+  Budget budget;
+};
+
+void expect_topk_exact(const TopkCase& c, std::mt19937_64& rng) {
+  const int32_t batch = static_cast<int32_t>(c.kv_lens.size());
+  int32_t max_len = 1;
+  for (int32_t n : c.kv_lens) max_len = std::max(max_len, n);
+  const int64_t stride = (max_len + 3) / 4 * 4;
+  std::vector<float> scores(static_cast<size_t>(batch) * c.num_rows * stride, std::nanf(""));  // padding never read
+  for (int32_t b = 0; b < batch; ++b)
+    for (int32_t r = 0; r < c.num_rows; ++r) {
+      const auto row = make_scores(rng, c.kv_lens[b], c.pattern);
+      std::copy(row.begin(), row.end(), scores.begin() + (static_cast<int64_t>(b) * c.num_rows + r) * stride);
+    }
+  int32_t k_max = 1;
+  for (int32_t b = 0; b < batch; ++b)
+    k_max = std::max<int32_t>(k_max, c.k.empty() ? static_cast<int32_t>(budget_k(c.kv_lens[b], c.budget)) : c.k[b]);
+  k_max = std::max<int32_t>(k_max, static_cast<int32_t>(budget_k(max_len, c.budget)));
+  DeviceBuffer scores_d = testing::upload_vector(scores);
+  DeviceBuffer lens_d = testing::upload_vector(c.kv_lens);
+  DeviceBuffer k_d = testing::upload_vector(c.k);
+  DeviceBuffer indices(static_cast<size_t>(batch) * c.num_rows * k_max * sizeof(int32_t), 0x7F);
+  DeviceBuffer row_lens(static_cast<size_t>(batch) * c.num_rows * sizeof(int32_t), 0x7F);
+  DeviceBuffer flags(sizeof(uint32_t), 0);
+  DecodeIndexRows out{indices.as<int32_t>(), row_lens.as<int32_t>(), batch, c.num_rows, k_max,
+                      IndexGranularity::kPerKvGroup};
+  KC_ASSERT_OK(radix_topk_decode(scores_d.as<float>(), stride, lens_d.as<int32_t>(), batch, max_len, c.budget,
+                                 c.k.empty() ? nullptr : k_d.as<int32_t>(), out, flags.as<uint32_t>(), nullptr));
+  const auto got = indices.download_as<int32_t>();
+  const auto got_lens = row_lens.download_as<int32_t>();
+  EXPECT_EQ(flags.download_as<uint32_t>()[0], 0u);
+  EXPECT_TRUE(indices.guards_intact());
+  EXPECT_TRUE(row_lens.guards_intact());
+  for (int32_t b = 0; b < batch; ++b) {
+    const int32_t n = c.kv_lens[b];
+    const int32_t k = c.k.empty() ? static_cast<int32_t>(budget_k(n, c.budget)) : c.k[b];
+    for (int32_t r = 0; r < c.num_rows; ++r) {
+      SCOPED_TRACE("b " + std::to_string(b) + " row " + std::to_string(r) + " n " + std::to_string(n) + " k " +
+                   std::to_string(k));
+      const int64_t row = static_cast<int64_t>(b) * c.num_rows + r;
+      ASSERT_EQ(got_lens[row], k);
+      std::vector<int32_t> want(k);
+      KC_ASSERT_OK(ref::topk_select_ref(scores.data() + row * stride, n, k, want.data()));
+      const std::vector<int32_t> have(got.begin() + row * k_max, got.begin() + row * k_max + k);
+      ASSERT_EQ(have, want);
+      for (int32_t i = k; i < k_max; ++i) ASSERT_EQ(got[row * k_max + i], -1) << "padding at " << i;
+    }
+  }
+}
+
+TEST(RadixTopk, EqualsReferenceOnRandomScoresForEveryK) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  TopkCase c;
+  c.kv_lens = {1, 31, 33, 127, 1000, 4097, 4097, 4097, 4097};
+  c.k = {1, 30, 17, 64, 999, 1, 2048, 4096, 4097};
+  c.num_rows = 3;
+  expect_topk_exact(c, rng);
+}
+
+TEST(RadixTopk, TiesGoToTheLowerIndexExactly) {
+  KC_SKIP_WITHOUT_GPU();
+  for (Pattern pattern : {Pattern::kFewValues, Pattern::kSignedZerosAndInf, Pattern::kAllEqual}) {
+    SCOPED_TRACE("pattern " + std::to_string(static_cast<int>(pattern)));
+    auto rng = testing::rng_for_test(static_cast<uint64_t>(pattern));
+    TopkCase c;
+    c.kv_lens = {9, 129, 1000, 8191, 20000};
+    c.k = {4, 77, 500, 3000, 19999};
+    c.num_rows = 2;
+    c.pattern = pattern;
+    expect_topk_exact(c, rng);
+  }
+}
+
+TEST(RadixTopk, BudgetKOfEachLength) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  TopkCase c;
+  for (int n : testing::awkward_lengths()) c.kv_lens.push_back(n);
+  c.kv_lens.push_back(0);  // an empty sequence selects nothing
+  c.kv_lens.push_back(65536);
+  c.num_rows = 4;
+  c.pattern = Pattern::kSoftmaxLike;
+  c.budget.k_min = 16;
+  expect_topk_exact(c, rng);
+  c.budget.k_round = 128;  // rounded-up k, capped by n
+  expect_topk_exact(c, rng);
+}
+
+TEST(RadixTopk, RefusesRowsNarrowerThanTheBudget) {
+  KC_SKIP_WITHOUT_GPU();
+  DeviceBuffer scores(1024 * sizeof(float)), lens(sizeof(int32_t)), indices(16 * sizeof(int32_t)),
+      row_lens(sizeof(int32_t)), flags(sizeof(uint32_t), 0);
+  DecodeIndexRows out{indices.as<int32_t>(), row_lens.as<int32_t>(), 1, 1, 16, IndexGranularity::kPerKvGroup};
+  Budget budget;  // k(1024) = 128 > 16
+  Status st = radix_topk_decode(scores.as<float>(), 1024, lens.as<int32_t>(), 1, 1024, budget, nullptr, out,
+                                flags.as<uint32_t>(), nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("out.k_max is 16"), std::string::npos) << st.message();
+  st = radix_topk_decode(scores.as<float>(), 1022, lens.as<int32_t>(), 1, 1022, budget, nullptr, out,
+                         flags.as<uint32_t>(), nullptr);
+  EXPECT_NE(st.message().find("scores_stride is 1022"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace kascade::cuda
