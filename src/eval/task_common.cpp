@@ -1,0 +1,35 @@
+// eval/task_common.cpp — helpers shared by the task generators (see task_generators.h).
+// Tested through tests/unit/eval/test_tasks.cpp.
+#include "eval/task_generators.h"
+
+namespace kascade::eval {
+
+BuiltPrompt assemble_prompt(std::string_view head, RenderedContext context, std::string_view tail) {
+  BuiltPrompt out;
+  out.prompt.reserve(head.size() + context.text.size() + tail.size() + 2);
+  out.prompt.append(head);
+  out.prompt.push_back('\n');
+  const int64_t shift = static_cast<int64_t>(out.prompt.size());
+  out.prompt.append(context.text);
+  out.prompt.push_back('\n');
+  out.prompt.append(tail);
+  out.needles = std::move(context.needles);
+  for (auto& n : out.needles) n.char_offset += shift;
+  return out;
+}
+
+std::string join_query_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += (i + 1 == items.size()) ? ", and " : ", ";
+    out += items[i];
+  }
+  return out;
+}
+
+double draw_depth(DetRng& rng, const std::optional<double>& requested) {
+  const double u = rng.unit();  // always drawn, so later draws do not depend on `requested`
+  return requested.has_value() ? *requested : u;
+}
+
+}  // namespace kascade::eval

@@ -1,0 +1,59 @@
+// eval/task_generators.h — the generator of each task family and what they share. A generator
+// draws everything random up front from the sample's DetRng, then hands fill_to_budget() a
+// builder that is a pure function of the filler size. tasks.cpp dispatches by task name and
+// fills the common Sample fields.
+// Tested by tests/unit/eval/test_tasks.cpp (per-task independent answer checkers).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "eval/fill.h"
+#include "eval/haystack.h"
+#include "kascade/status.h"
+#include "kascade/tasks.h"
+
+namespace kascade::eval {
+
+struct TaskContext {
+  std::string_view task;
+  Split split = Split::kEval;
+  int64_t target_length = 0;
+  int64_t budget = 0;             // tokens the prompt may use
+  std::optional<double> depth;    // of the queried needle
+  uint64_t rng_seed = 0;
+  const TokenCounter* count_tokens = nullptr;
+};
+
+struct TaskOutput {
+  FilledPrompt filled;
+  std::string answer_prefix;
+  std::vector<std::string> answers;
+  int template_id = 0;
+  std::map<std::string, int64_t> params;
+};
+
+Result<TaskOutput> generate_niah(const TaskContext& ctx);       // niah_*
+Result<TaskOutput> generate_vt(const TaskContext& ctx);         // vt
+Result<TaskOutput> generate_cwe(const TaskContext& ctx);        // cwe
+Result<TaskOutput> generate_fwe(const TaskContext& ctx);        // fwe
+Result<TaskOutput> generate_kv(const TaskContext& ctx);         // kv_retrieval
+Result<TaskOutput> generate_multihop(const TaskContext& ctx);   // multihop_qa
+
+// head + "\n" + context + "\n" + tail, with the needles' offsets moved into the prompt.
+BuiltPrompt assemble_prompt(std::string_view head, RenderedContext context, std::string_view tail);
+
+// "a, b, and c" (RULER's query list); "a" for one element.
+std::string join_query_list(const std::vector<std::string>& items);
+
+// A random depth in [0, 1], or the requested one.
+double draw_depth(DetRng& rng, const std::optional<double>& requested);
+
+// The most filler units a budget can need when every unit costs at least one token.
+inline int64_t max_units_for(int64_t budget) { return 4 * budget + 16; }
+
+}  // namespace kascade::eval

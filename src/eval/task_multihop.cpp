@@ -1,0 +1,75 @@
+// eval/task_multihop.cpp — 2-hop questions over synthetic facts in natural text: kNumChains
+// chains country -> city -> person ("The capital of Zorvia is Melkat." "The mayor of Melkat is
+// Tirona Vask."), the 2 * kNumChains fact sentences at uniform random depths (chain 0's first
+// fact at the requested depth if any); the question asks for the end of chain 0 through its
+// start ("Who is the mayor of the capital of Zorvia?"), the other chains are distractors.
+// Names are synthetic and checked absent from the haystack text. Scored with string_match_part.
+// Tested by tests/unit/eval/test_tasks.cpp (parses the facts and follows the chain).
+#include <unordered_set>
+
+#include "eval/task_generators.h"
+#include "eval/templates.h"
+#include "eval/vocab.h"
+
+namespace kascade::eval {
+namespace {
+constexpr int kNumChains = 4;
+}  // namespace
+
+Result<TaskOutput> generate_multihop(const TaskContext& ctx) {
+  DetRng rng(ctx.rng_seed);
+  const auto phrasings = fact_phrasings(ctx.split);
+  TaskOutput out;
+  out.template_id = static_cast<int>(rng.below(phrasings.size()));
+  const FactPhrasing& phr = phrasings[static_cast<size_t>(out.template_id)];
+  const WordStream& stream = WordStream::get(ctx.split, HaystackKind::kNatural);
+  const int64_t start = stream.random_sentence_start(rng);
+
+  std::unordered_set<std::string> used;
+  auto draw_name = [&](NameKind kind) {
+    while (true) {
+      std::string name = random_place_or_person(rng, ctx.split, kind);
+      if (stream.source_contains(name)) continue;
+      // A name must not contain another (nor be contained), or the question could match two facts.
+      bool clash = false;
+      for (const auto& u : used) {
+        if (u.find(name) != std::string::npos || name.find(u) != std::string::npos) clash = true;
+      }
+      if (!clash && used.insert(name).second) return name;
+    }
+  };
+  std::vector<Insertion> facts;
+  std::string query_country;
+  for (int c = 0; c < kNumChains; ++c) {
+    const std::string country = draw_name(NameKind::kCountry);
+    const std::string city = draw_name(NameKind::kCity);
+    const std::string person = draw_name(NameKind::kPerson);
+    const std::pair<std::string_view, std::string_view> vars[] = {
+        {"country", country}, {"city", city}, {"person", person}};
+    KC_ASSIGN_OR_RETURN(std::string first, format_template(phr.first_fact, vars));
+    KC_ASSIGN_OR_RETURN(std::string second, format_template(phr.second_fact, vars));
+    facts.push_back(Insertion{std::move(first), draw_depth(rng, c == 0 ? ctx.depth : std::nullopt), c == 0});
+    facts.push_back(Insertion{std::move(second), rng.unit(), c == 0});
+    if (c == 0) {
+      query_country = country;
+      out.answers.push_back(person);
+    }
+  }
+
+  const std::pair<std::string_view, std::string_view> vars[] = {{"country", query_country}};
+  KC_ASSIGN_OR_RETURN(std::string tail, format_template(phr.question, vars));
+  KC_ASSIGN_OR_RETURN(out.answer_prefix, format_template(phr.answer_prefix, vars));
+  tail += out.answer_prefix;
+  const std::string head(phr.instruction);
+
+  PromptBuilder build = [&](int64_t units) -> Result<BuiltPrompt> {
+    return assemble_prompt(head, render_context(word_pieces(stream, start), units, facts), tail);
+  };
+  KC_ASSIGN_OR_RETURN(out.filled, fill_to_budget(build, *ctx.count_tokens, ctx.budget, max_units_for(ctx.budget), ctx.task));
+  out.params["num_chains"] = kNumChains;
+  out.params["num_hops"] = 2;
+  out.params["haystack_start_word"] = start;
+  return out;
+}
+
+}  // namespace kascade::eval

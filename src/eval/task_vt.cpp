@@ -1,0 +1,88 @@
+// eval/task_vt.cpp — variable tracking (RULER's vt): `num_chains` chains of `num_hops` hops in the
+// noise haystack. Chain c: "VAR X0 = 12345." then "VAR Xj = VAR X(j-1)." for j = 1..hops, in
+// order at increasing depths; chain 0 is asked about ("Find all variables that are assigned the
+// value 12345"), the others are distractors with other values. Values have 5 digits (RULER).
+// Tested by tests/unit/eval/test_tasks.cpp (re-parses the prompt and follows the chains).
+#include <algorithm>
+#include <unordered_set>
+
+#include "eval/task_generators.h"
+#include "eval/templates.h"
+#include "eval/vocab.h"
+
+namespace kascade::eval {
+namespace {
+constexpr int kNumChains = 2;
+constexpr int kNumHops = 4;
+}  // namespace
+
+Result<TaskOutput> generate_vt(const TaskContext& ctx) {
+  DetRng rng(ctx.rng_seed);
+  const auto phrasings = vt_phrasings(ctx.split);
+  TaskOutput out;
+  out.template_id = static_cast<int>(rng.below(phrasings.size()));
+  const VtPhrasing& phr = phrasings[static_cast<size_t>(out.template_id)];
+  const WordStream& stream = WordStream::get(ctx.split, HaystackKind::kNoise);
+  const int64_t start = stream.random_sentence_start(rng);
+
+  std::unordered_set<std::string> used;
+  std::vector<Insertion> statements;
+  std::string query_value;
+  for (int c = 0; c < kNumChains; ++c) {
+    std::string value;
+    do {
+      value = random_number(rng, 5);
+    } while (!used.insert(value).second);
+    std::vector<std::string> names;
+    for (int j = 0; j <= kNumHops; ++j) {
+      std::string name;
+      do {
+        name = random_variable_name(rng, ctx.split);
+      } while (stream.source_contains(name) || !used.insert(name).second);
+      names.push_back(std::move(name));
+    }
+    // Depths: sorted uniform draws; chain 0's first statement at the requested depth if any,
+    // its later statements spread over the rest of the context.
+    std::vector<double> depths;
+    for (int j = 0; j <= kNumHops; ++j) depths.push_back(rng.unit());
+    if (c == 0 && ctx.depth.has_value()) {
+      for (double& d : depths) d = *ctx.depth + d * (1.0 - *ctx.depth);
+      depths[0] = *ctx.depth;
+    }
+    std::sort(depths.begin(), depths.end());
+    for (int j = 0; j <= kNumHops; ++j) {
+      std::string text;
+      if (j == 0) {
+        const std::pair<std::string_view, std::string_view> vars[] = {{"var", names[0]}, {"value", value}};
+        KC_ASSIGN_OR_RETURN(text, format_template(phr.assign_value, vars));
+      } else {
+        const std::pair<std::string_view, std::string_view> vars[] = {{"var", names[static_cast<size_t>(j)]},
+                                                                       {"src", names[static_cast<size_t>(j - 1)]}};
+        KC_ASSIGN_OR_RETURN(text, format_template(phr.assign_var, vars));
+      }
+      statements.push_back(Insertion{std::move(text), depths[static_cast<size_t>(j)], c == 0});
+    }
+    if (c == 0) {
+      query_value = value;
+      out.answers = names;
+    }
+  }
+
+  const std::string num = std::to_string(kNumHops + 1);
+  const std::pair<std::string_view, std::string_view> vars[] = {{"query", query_value}, {"num", num}};
+  KC_ASSIGN_OR_RETURN(std::string tail, format_template(phr.question, vars));
+  KC_ASSIGN_OR_RETURN(out.answer_prefix, format_template(phr.answer_prefix, vars));
+  tail += out.answer_prefix;
+  const std::string head(phr.instruction);
+
+  PromptBuilder build = [&](int64_t units) -> Result<BuiltPrompt> {
+    return assemble_prompt(head, render_context(word_pieces(stream, start), units, statements), tail);
+  };
+  KC_ASSIGN_OR_RETURN(out.filled, fill_to_budget(build, *ctx.count_tokens, ctx.budget, max_units_for(ctx.budget), ctx.task));
+  out.params["num_chains"] = kNumChains;
+  out.params["num_hops"] = kNumHops;
+  out.params["haystack_start_word"] = start;
+  return out;
+}
+
+}  // namespace kascade::eval

@@ -1,0 +1,243 @@
+// eval/templates.cpp — the per-split phrasings of every task (see templates.h). Eval: RULER's
+// wording (niah, vt, cwe, fwe), the InfiniteBench / "lost in the middle" kv-retrieval wording, and
+// our own fact relations; train and dev: our own rewordings, disjoint from eval and each other.
+// Tested by tests/unit/eval/test_splits.cpp.
+#include "eval/templates.h"
+
+#include <array>
+
+namespace kascade::eval {
+
+Result<std::string> format_template(std::string_view tmpl, TemplateVars vars) {
+  std::string out;
+  out.reserve(tmpl.size() + 64);
+  size_t i = 0;
+  while (i < tmpl.size()) {
+    const char c = tmpl[i];
+    if (c == '}') return invalid_argument("template \"", tmpl, "\": '}' without '{' at offset ", i);
+    if (c != '{') {
+      out.push_back(c);
+      ++i;
+      continue;
+    }
+    const size_t close = tmpl.find('}', i + 1);
+    if (close == std::string_view::npos) {
+      return invalid_argument("template \"", tmpl, "\": unterminated '{' at offset ", i);
+    }
+    const std::string_view name = tmpl.substr(i + 1, close - i - 1);
+    bool found = false;
+    for (const auto& [key, value] : vars) {
+      if (key == name) {
+        out.append(value);
+        found = true;
+        break;
+      }
+    }
+    if (!found) return invalid_argument("template \"", tmpl, "\": no value for placeholder {", name, "}");
+    i = close + 1;
+  }
+  return out;
+}
+
+namespace {
+
+// ---- niah ---------------------------------------------------------------------------------------
+constexpr std::array kNiahEval = {
+    NiahPhrasing{"Some special magic {types} are hidden within the following text. Make sure to memorize it. "
+                 "I will quiz you about the {types} afterwards.",
+                 "One of the special magic {types} for {key} is: {value}.",
+                 "What are all the special magic {types} for {query} mentioned in the provided text?",
+                 " The special magic {types} for {query} mentioned in the provided text are"},
+};
+constexpr std::array kNiahDev = {
+    NiahPhrasing{"A few secret {types} are tucked away in the text below. Keep track of them, because you "
+                 "will be asked about them later.",
+                 "The secret {type} assigned to {key} is {value}.",
+                 "Which secret {types} were assigned to {query} in the text above?",
+                 " The secret {types} assigned to {query} are"},
+};
+constexpr std::array kNiahTrain = {
+    NiahPhrasing{"The text below hides a few hidden {types}. Read carefully and remember them; questions about "
+                 "the {types} follow.",
+                 "Note that the hidden {type} for {key} is {value}.",
+                 "What hidden {types} does the text give for {query}?",
+                 " The hidden {types} given for {query} are"},
+    NiahPhrasing{"Somewhere in the following passage there are reserved {types}. Memorize each of them, since "
+                 "you will need them at the end.",
+                 "Remember this: {key} has the reserved {type} {value}.",
+                 "Which reserved {types} belong to {query} according to the passage?",
+                 " The reserved {types} belonging to {query} are"},
+    NiahPhrasing{"Code {types} appear inside the document that follows. Pay attention to them; you will be "
+                 "tested on the {types}.",
+                 "The code {type} linked to {key} reads {value}.",
+                 "List every code {types} linked to {query} in the document.",
+                 " The code {types} linked to {query} are"},
+    NiahPhrasing{"Below is a long text containing several key {types}. Store them in memory for the question "
+                 "afterwards.",
+                 "Key {type} of {key}: {value}.",
+                 "What key {types} are recorded for {query} in the text?",
+                 " The key {types} recorded for {query} are"},
+};
+
+// ---- vt -----------------------------------------------------------------------------------------
+constexpr std::array kVtEval = {
+    VtPhrasing{"Memorize and track the chain(s) of variable assignment hidden in the following text.",
+               "VAR {var} = {value}.", "VAR {var} = VAR {src}.",
+               "Question: Find all variables that are assigned the value {query} in the text above.",
+               " Answer: According to the chain(s) of variable assignment in the text above, {num} variables "
+               "are assigned the value {query}, they are:"},
+};
+constexpr std::array kVtDev = {
+    VtPhrasing{"Follow the assignment chains hidden in the text below and keep track of every variable.",
+               "LET {var} BE {value}.", "LET {var} BE {src}.",
+               "Question: Which variables end up holding the number {query} in that passage?",
+               " Answer: Following the assignments in the text above, {num} variables hold the number {query}, "
+               "namely:"},
+};
+constexpr std::array kVtTrain = {
+    VtPhrasing{"Keep track of the variable assignments scattered through the following text.",
+               "SET {var} = {value}.", "SET {var} = {src}.",
+               "Question: List all variables whose value is {query} once every assignment is done.",
+               " Answer: Tracing the assignments in the text above, {num} variables have the value {query}:"},
+    VtPhrasing{"The following text contains chains of assignments. Track which variable receives which value.",
+               "{var} := {value}.", "{var} := {src}.",
+               "Question: Name every variable that ends up equal to {query}.",
+               " Answer: {num} variables end up equal to {query}:"},
+    VtPhrasing{"Variables are defined throughout the text below; remember how their values pass from one to "
+               "another.",
+               "DEFINE {var} AS {value}.", "DEFINE {var} AS {src}.",
+               "Question: Which variables are defined as {query}, directly or through other variables?",
+               " Answer: The {num} variables defined as {query} are:"},
+    VtPhrasing{"Trace the chains of copies hidden in the following text.",
+               "COPY {value} INTO {var}.", "COPY {src} INTO {var}.",
+               "Question: Which variables contain {query} after all the copies are made?",
+               " Answer: After all the copies, {num} variables contain {query}:"},
+};
+
+// ---- cwe ----------------------------------------------------------------------------------------
+constexpr std::array kCweEval = {
+    CwePhrasing{"Below is a numbered list of words. In these words, some appear more often than others. "
+                "Memorize the ones that appear most often.",
+                "{i}. {word}", "Question: What are the {num} most common words in the above list?",
+                " Answer: The top {num} words that appear most often in the list are:"},
+};
+constexpr std::array kCweDev = {
+    CwePhrasing{"Here is a numbered sequence of words. Several words are repeated many more times than the "
+                "rest; remember those.",
+                "{i}) {word}", "Question: Which {num} words occur most frequently in the sequence above?",
+                " Answer: The {num} most frequent words in the sequence are:"},
+};
+constexpr std::array kCweTrain = {
+    CwePhrasing{"The list below numbers a long series of words. A few of them occur far more often than the "
+                "others.",
+                "{i}: {word}", "Question: Name the {num} words that occur most often in the list.",
+                " Answer: The {num} words occurring most often are:"},
+    CwePhrasing{"Read the numbered words below and count how often each one appears.", "#{i} {word}",
+                "Question: Which {num} words have the highest counts?",
+                " Answer: The {num} words with the highest counts are:"},
+    CwePhrasing{"Words are listed below with their positions. Some words repeat many times.", "[{i}] {word}",
+                "Question: Which {num} words repeat the most in the list above?",
+                " Answer: The {num} most repeated words are:"},
+};
+
+// ---- fwe ----------------------------------------------------------------------------------------
+constexpr std::array kFweEval = {
+    FwePhrasing{"Read the following coded text and track the frequency of each coded word. Find the three most "
+                "frequently appeared coded words.",
+                "Question: Do not provide any explanation. Please ignore the dots '....'. What are the three most "
+                "frequently appeared words in the above coded text?",
+                " Answer: According to the coded text above, the three most frequently appeared words are:"},
+};
+constexpr std::array kFweDev = {
+    FwePhrasing{"The following text is written in a secret code. Count how often each coded word occurs; the "
+                "dots '....' are padding and do not count.",
+                "Question: Without explanation, give the three coded words that occur most often in this text.",
+                " Answer: The three commonest coded words are:"},
+};
+constexpr std::array kFweTrain = {
+    FwePhrasing{"Below is a stream of coded words. Keep a tally of each coded word and ignore the dots '....'.",
+                "Question: Which three coded words appear most often in the stream?",
+                " Answer: The three most common coded words in the stream are:"},
+    FwePhrasing{"Count the coded words in the following passage (the dots '....' are filler).",
+                "Question: Report the three coded words with the highest frequency.",
+                " Answer: The three highest-frequency coded words are:"},
+};
+
+// ---- kv retrieval -------------------------------------------------------------------------------
+constexpr std::array kKvEval = {
+    KvPhrasing{"Extract the value corresponding to the specified key in the JSON object below.",
+               "Key: \"{key}\"", " The value associated with the specified key is:"},
+};
+constexpr std::array kKvDev = {
+    KvPhrasing{"Look up the value stored under the given key in the following JSON dictionary.",
+               "Which value is stored under the key \"{key}\"?", " The value stored under that key is:"},
+};
+constexpr std::array kKvTrain = {
+    KvPhrasing{"The JSON object below maps identifiers to identifiers. Find the entry for the requested key.",
+               "Requested key: \"{key}\"", " The entry for the requested key is:"},
+    KvPhrasing{"Below is a JSON record of key-value pairs. Retrieve the value for one key.",
+               "What is the value of \"{key}\" in the record above?", " The value of that key is:"},
+};
+
+// ---- multihop facts -----------------------------------------------------------------------------
+constexpr std::array kFactEval = {
+    FactPhrasing{"Answer the question based on the facts about fictional places hidden in the following text. "
+                 "Only give the name.",
+                 "The capital of {country} is {city}.", "The mayor of {city} is {person}.",
+                 "Question: Who is the mayor of the capital of {country}?",
+                 " Answer: The mayor of the capital of {country} is"},
+};
+constexpr std::array kFactDev = {
+    FactPhrasing{"The text below mentions facts about invented lands. Use them to answer the question at the end.",
+                 "The largest port of {country} is {city}.", "The harbour master of {city} is {person}.",
+                 "Question: Who is the harbour master of the largest port of {country}?",
+                 " Answer: The harbour master of the largest port of {country} is"},
+};
+constexpr std::array kFactTrain = {
+    FactPhrasing{"Some facts about imaginary realms are scattered through the following text. Combine them to "
+                 "answer the question.",
+                 "The royal seat of {country} is the town of {city}.", "The town of {city} is governed by {person}.",
+                 "Question: Who governs the royal seat of {country}?",
+                 " Answer: The royal seat of {country} is governed by"},
+    FactPhrasing{"Read the text below; it hides facts about made-up countries. Answer by chaining two facts.",
+                 "{country} keeps its treasury in the city of {city}.", "The treasurer of {city} is {person}.",
+                 "Question: Who is the treasurer of the city where {country} keeps its treasury?",
+                 " Answer: The treasurer of the city where {country} keeps its treasury is"},
+    FactPhrasing{"Facts about fictional nations appear in the following passage. Use them to answer the final "
+                 "question.",
+                 "The oldest university of {country} is in {city}.",
+                 "The rector of the university in {city} is {person}.",
+                 "Question: Who is the rector of the oldest university of {country}?",
+                 " Answer: The rector of the oldest university of {country} is"},
+};
+
+template <typename T, size_t A, size_t B, size_t C>
+std::span<const T> pick(Split split, const std::array<T, A>& train, const std::array<T, B>& dev,
+                        const std::array<T, C>& eval) {
+  switch (split) {
+    case Split::kTrain: return train;
+    case Split::kDev: return dev;
+    case Split::kEval: return eval;
+  }
+  return eval;
+}
+
+}  // namespace
+
+std::span<const NiahPhrasing> niah_phrasings(Split s) { return pick(s, kNiahTrain, kNiahDev, kNiahEval); }
+std::span<const VtPhrasing> vt_phrasings(Split s) { return pick(s, kVtTrain, kVtDev, kVtEval); }
+std::span<const CwePhrasing> cwe_phrasings(Split s) { return pick(s, kCweTrain, kCweDev, kCweEval); }
+std::span<const FwePhrasing> fwe_phrasings(Split s) { return pick(s, kFweTrain, kFweDev, kFweEval); }
+std::span<const KvPhrasing> kv_phrasings(Split s) { return pick(s, kKvTrain, kKvDev, kKvEval); }
+std::span<const FactPhrasing> fact_phrasings(Split s) { return pick(s, kFactTrain, kFactDev, kFactEval); }
+
+std::string_view noise_sentences(Split split) {
+  switch (split) {
+    case Split::kTrain: return "The hills are quiet. The wind is cold. The stars are bright. Time moves on. Again and again it turns.";
+    case Split::kDev: return "The road is long. The night is calm. The river runs deep. On we walk. Slowly the day fades.";
+    case Split::kEval: return "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
+  }
+  return "";
+}
+
+}  // namespace kascade::eval

@@ -1,0 +1,85 @@
+// eval/templates.h — the phrasings of every task, per split, and the placeholder formatter.
+//
+// Each split owns its phrasings (instruction, needle / statement / fact sentences, question,
+// answer prefix) and its noise sentences; no phrasing is shared between splits, so a model
+// trained on the train split never saw the eval wording. Eval uses RULER's own templates
+// (scripts/data/synthetic/constants.py) where RULER has the task; train has several variants per
+// task so that a model learns the task rather than one wording; dev has one.
+// Placeholders are {name}; format_template() substitutes them.
+// Tested by tests/unit/eval/test_splits.cpp (disjointness, every placeholder resolves).
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "kascade/status.h"
+#include "kascade/tasks.h"
+
+namespace kascade::eval {
+
+// Replaces every {name} of `tmpl` by its value; fails on a placeholder without a value or an
+// unterminated brace.
+using TemplateVars = std::span<const std::pair<std::string_view, std::string_view>>;
+Result<std::string> format_template(std::string_view tmpl, TemplateVars vars);
+
+// niah_*: {types} "numbers"/"uuids", {type} singular, {key}, {value}, {query}.
+struct NiahPhrasing {
+  std::string_view instruction;
+  std::string_view needle;         // {type} {types} {key} {value}
+  std::string_view question;       // {types} {query}
+  std::string_view answer_prefix;  // {types} {query}; starts with a space
+};
+
+// vt: a value statement {var} <- {value}, a copy statement {var} <- {src}.
+struct VtPhrasing {
+  std::string_view instruction;
+  std::string_view assign_value;   // {var} {value}
+  std::string_view assign_var;     // {var} {src}
+  std::string_view question;       // {query}
+  std::string_view answer_prefix;  // {num} {query}
+};
+
+struct CwePhrasing {
+  std::string_view instruction;
+  std::string_view item;           // {i} {word}
+  std::string_view question;       // {num}
+  std::string_view answer_prefix;  // {num}
+};
+
+struct FwePhrasing {
+  std::string_view instruction;
+  std::string_view question;
+  std::string_view answer_prefix;
+};
+
+struct KvPhrasing {
+  std::string_view instruction;
+  std::string_view question;       // {key}
+  std::string_view answer_prefix;
+};
+
+// multihop_qa: {country} -> {city} -> {person}.
+struct FactPhrasing {
+  std::string_view instruction;
+  std::string_view first_fact;     // {country} {city}
+  std::string_view second_fact;    // {city} {person}
+  std::string_view question;       // {country}
+  std::string_view answer_prefix;  // {country}
+};
+
+std::span<const NiahPhrasing> niah_phrasings(Split split);
+std::span<const VtPhrasing> vt_phrasings(Split split);
+std::span<const CwePhrasing> cwe_phrasings(Split split);
+std::span<const FwePhrasing> fwe_phrasings(Split split);
+std::span<const KvPhrasing> kv_phrasings(Split split);
+std::span<const FactPhrasing> fact_phrasings(Split split);
+
+// The repeated noise sentences of the split (eval: RULER's "The grass is green. ...").
+std::string_view noise_sentences(Split split);
+
+// The word fwe uses as its top-ranked noise (the dots every fwe template tells the model to ignore).
+inline constexpr std::string_view kFweNoiseWord = "....";
+
+}  // namespace kascade::eval

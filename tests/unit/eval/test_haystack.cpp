@@ -1,0 +1,136 @@
+// tests/unit/eval/test_haystack.cpp — context rendering: needles at the boundary nearest their
+// depth (checked by brute force over all boundaries), exact offsets, stable order at one
+// boundary; the sentence-end rule on hand-written words; the word streams (noise cycles, the
+// natural text starts sentences where a sentence ended).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "eval/haystack.h"
+#include "testing/harness.h"
+
+namespace kascade::eval {
+namespace {
+
+TEST(EvalHaystack, EndsSentence) {
+  for (const char* w : {"end.", "really?", "Stop!", "said.\"", "(done.)", "it.'", "Ah!\""}) EXPECT_TRUE(ends_sentence(w)) << w;
+  for (const char* w : {"Mr.", "Mrs.", "Dr.", "St.", "(Mr.", "word", "comma,", "semi;", "", "\"", "dash--"}) {
+    EXPECT_FALSE(ends_sentence(w)) << w;
+  }
+}
+
+// Items "p0".."p{n-1}"; boundaries after items whose index is in `ends`.
+struct TestItems {
+  std::vector<std::string> names;
+  std::vector<bool> ends;
+  PieceSource source() const {
+    return PieceSource{[this](int64_t i) { return std::string_view(names[static_cast<size_t>(i)]); },
+                       [this](int64_t i) { return static_cast<bool>(ends[static_cast<size_t>(i)]); },
+                       [](int64_t) -> std::string_view { return " "; }};
+  }
+};
+
+TEST(EvalHaystack, NeedlesGoToTheNearestBoundary) {
+  auto rng = testing::rng_for_test();
+  for (int trial = 0; trial < 50; ++trial) {
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 60);
+    TestItems items;
+    for (int64_t i = 0; i < n; ++i) {
+      items.names.push_back(std::string("p").append(std::to_string(i)));
+      items.ends.push_back(rng() % 4 == 0);
+    }
+    std::vector<int64_t> boundaries = {0};
+    for (int64_t i = 0; i < n; ++i) {
+      if (i + 1 == n || items.ends[static_cast<size_t>(i)]) boundaries.push_back(i + 1);
+    }
+    std::vector<Insertion> ins;
+    const int k = 1 + static_cast<int>(rng() % 4);
+    for (int j = 0; j < k; ++j) {
+      ins.push_back(Insertion{std::string("NEEDLE").append(std::to_string(j)), static_cast<double>(rng() % 1001) / 1000.0, j == 0});
+    }
+    const RenderedContext r = render_context(items.source(), n, ins);
+    ASSERT_EQ(r.needles.size(), ins.size());
+    for (int j = 0; j < k; ++j) {
+      const auto& p = r.needles[static_cast<size_t>(j)];
+      EXPECT_EQ(p.text, ins[static_cast<size_t>(j)].text);
+      EXPECT_EQ(p.queried, j == 0);
+      EXPECT_EQ(r.text.substr(static_cast<size_t>(p.char_offset), p.text.size()), p.text);
+      // Items before the needle, counted in the text (items are the tokens starting with 'p').
+      int64_t before = 0;
+      bool at_token_start = true;
+      for (size_t c = 0; c < static_cast<size_t>(p.char_offset); ++c) {
+        if (at_token_start && r.text[c] == 'p') ++before;
+        at_token_start = r.text[c] == ' ';
+      }
+      EXPECT_DOUBLE_EQ(p.depth, static_cast<double>(before) / static_cast<double>(n));
+      // Brute force: no boundary is strictly closer to the requested position.
+      const double target = ins[static_cast<size_t>(j)].depth * static_cast<double>(n);
+      for (const int64_t b : boundaries) {
+        EXPECT_LE(std::abs(static_cast<double>(before) - target), std::abs(static_cast<double>(b) - target) + 1e-9);
+      }
+      EXPECT_TRUE(std::find(boundaries.begin(), boundaries.end(), before) != boundaries.end());
+    }
+  }
+}
+
+TEST(EvalHaystack, SameBoundaryKeepsInsertionOrder) {
+  TestItems items{{"a", "b", "c", "d"}, {false, false, false, false}};
+  // No boundary inside: everything goes to 0 or 4.
+  const std::vector<Insertion> ins = {{"X1", 0.3, true}, {"X2", 0.1, false}, {"X3", 0.9, false}, {"X4", 0.6, false}};
+  const RenderedContext r = render_context(items.source(), 4, ins);
+  EXPECT_EQ(r.text, "X1 X2 a b c d X3 X4");
+  EXPECT_EQ(r.needles[0].char_offset, 0);
+  EXPECT_EQ(r.needles[1].char_offset, 3);
+  EXPECT_DOUBLE_EQ(r.needles[2].depth, 1.0);
+  EXPECT_EQ(r.needles[3].char_offset, 17);
+}
+
+TEST(EvalHaystack, EmptyHaystackAndItemSeparators) {
+  const RenderedContext empty = render_context(item_pieces([](int64_t) { return std::string_view("x"); }, ", "), 0,
+                                               std::vector<Insertion>{{"N", 0.5, true}});
+  EXPECT_EQ(empty.text, "N");
+  EXPECT_DOUBLE_EQ(empty.needles[0].depth, 0.0);
+  const std::vector<std::string> names = {"a", "b", "c"};
+  const RenderedContext r = render_context(
+      item_pieces([&](int64_t i) { return std::string_view(names[static_cast<size_t>(i)]); }, ", "), 3,
+      std::vector<Insertion>{{"Q", 0.34, true}});
+  EXPECT_EQ(r.text, "a, Q, b, c");
+  EXPECT_DOUBLE_EQ(r.needles[0].depth, 1.0 / 3.0);
+}
+
+TEST(EvalHaystack, NoiseStreamCycles) {
+  const WordStream& s = WordStream::get(Split::kEval, HaystackKind::kNoise);
+  EXPECT_EQ(s.period(), 19);  // "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
+  EXPECT_EQ(s.word(0, 0), "The");
+  EXPECT_EQ(s.word(0, 3), "green.");
+  EXPECT_TRUE(s.sentence_end(0, 3));
+  EXPECT_FALSE(s.sentence_end(0, 2));
+  EXPECT_EQ(s.word(0, 18), "again.");
+  EXPECT_EQ(s.word(0, 19), "The");
+  EXPECT_EQ(s.word(5, 14), "The");  // wraps
+  EXPECT_EQ(s.word(3, -4), "again.");  // negative offsets wrap too
+  EXPECT_TRUE(s.sentence_end(0, 18));
+  EXPECT_FALSE(s.paragraph_end(0, 18));
+  EXPECT_TRUE(s.source_contains("sky is blue"));
+}
+
+TEST(EvalHaystack, NaturalStreamStartsAtSentences) {
+  for (const Split split : {Split::kTrain, Split::kDev, Split::kEval}) {
+    const WordStream& s = WordStream::get(split, HaystackKind::kNatural);
+    EXPECT_GT(s.period(), 25000);  // ~160 KB of prose
+    DetRng rng(5);
+    for (int i = 0; i < 20; ++i) {
+      const int64_t start = s.random_sentence_start(rng);
+      ASSERT_GE(start, 0);
+      ASSERT_LT(start, s.period());
+      EXPECT_TRUE(s.sentence_end(start, -1) || start == 0) << split_name(split) << " " << start;
+    }
+    // The stream's last word closes a paragraph, so the wrap starts a new one.
+    EXPECT_TRUE(s.paragraph_end(0, s.period() - 1));
+  }
+  EXPECT_TRUE(WordStream::get(Split::kEval, HaystackKind::kNatural).source_contains("Kellynch"));
+  EXPECT_FALSE(WordStream::get(Split::kTrain, HaystackKind::kNatural).source_contains("Kellynch"));
+}
+
+}  // namespace
+}  // namespace kascade::eval

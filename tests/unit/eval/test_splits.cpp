@@ -1,0 +1,263 @@
+// tests/unit/eval/test_splits.cpp — train, dev and eval are disjoint in seeds, templates and
+// vocabularies: the effective seed ranges never meet; every phrasing belongs to one split and no
+// distinctive fragment of one split's phrasings (4+ words) shows up in another split's phrasings
+// or generated prompts; word lists, variable names, coded words, synthetic names, noise sentences
+// and books are split-specific, checked on the lists and on generated samples.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "eval/templates.h"
+#include "eval/vocab.h"
+#include "eval/word_stream.h"
+#include "kascade/tasks.h"
+
+namespace kascade::eval {
+namespace {
+
+constexpr Split kSplits[] = {Split::kTrain, Split::kDev, Split::kEval};
+
+TEST(EvalSplits, SeedRangesAreDisjoint) {
+  for (const Split a : kSplits) {
+    const SeedRange ra = split_seed_range(a);
+    EXPECT_EQ(ra.end - ra.begin, kMaxUserSeed);
+    for (const Split b : kSplits) {
+      if (a == b) continue;
+      const SeedRange rb = split_seed_range(b);
+      EXPECT_TRUE(ra.end <= rb.begin || rb.end <= ra.begin) << split_name(a) << " vs " << split_name(b);
+    }
+    for (const uint64_t s : {uint64_t{0}, uint64_t{12345}, kMaxUserSeed - 1}) {
+      auto e = effective_seed(a, s);
+      ASSERT_TRUE(e.ok());
+      EXPECT_GE(*e, ra.begin);
+      EXPECT_LT(*e, ra.end);
+    }
+    EXPECT_FALSE(effective_seed(a, kMaxUserSeed).ok());
+  }
+  EXPECT_EQ(*parse_split("dev"), Split::kDev);
+  EXPECT_FALSE(parse_split("test").ok());
+}
+
+// Every phrasing string of a split, by task family.
+std::vector<std::string_view> phrasings_of(Split split) {
+  std::vector<std::string_view> v;
+  for (const auto& p : niah_phrasings(split)) v.insert(v.end(), {p.instruction, p.needle, p.question, p.answer_prefix});
+  for (const auto& p : vt_phrasings(split)) {
+    v.insert(v.end(), {p.instruction, p.assign_value, p.assign_var, p.question, p.answer_prefix});
+  }
+  for (const auto& p : cwe_phrasings(split)) v.insert(v.end(), {p.instruction, p.item, p.question, p.answer_prefix});
+  for (const auto& p : fwe_phrasings(split)) v.insert(v.end(), {p.instruction, p.question, p.answer_prefix});
+  for (const auto& p : kv_phrasings(split)) v.insert(v.end(), {p.instruction, p.question, p.answer_prefix});
+  for (const auto& p : fact_phrasings(split)) {
+    v.insert(v.end(), {p.instruction, p.first_fact, p.second_fact, p.question, p.answer_prefix});
+  }
+  v.push_back(noise_sentences(split));
+  return v;
+}
+
+// The literal pieces of a template between placeholders that have at least 4 words.
+std::vector<std::string> distinctive_fragments(std::string_view tmpl) {
+  std::vector<std::string> out;
+  std::string cur;
+  auto flush = [&] {
+    size_t b = cur.find_first_not_of(' '), e = cur.find_last_not_of(' ');
+    if (b != std::string::npos) {
+      const std::string f = cur.substr(b, e - b + 1);
+      if (count_whitespace_tokens(f) >= 4) out.push_back(f);
+    }
+    cur.clear();
+  };
+  for (size_t i = 0; i < tmpl.size(); ++i) {
+    if (tmpl[i] == '{') {
+      flush();
+      i = tmpl.find('}', i);
+    } else {
+      cur.push_back(tmpl[i]);
+    }
+  }
+  flush();
+  return out;
+}
+
+TEST(EvalSplits, EveryTemplateFormats) {
+  const std::pair<std::string_view, std::string_view> all_vars[] = {
+      {"types", "numbers"}, {"type", "number"}, {"key", "k"},   {"value", "1"},   {"query", "q"},
+      {"var", "ABCDE"},     {"src", "FGHIJ"},   {"num", "5"},   {"i", "3"},       {"word", "w"},
+      {"country", "Zorvia"}, {"city", "Melkat"}, {"person", "Tirona Vask"}};
+  for (const Split split : kSplits) {
+    EXPECT_FALSE(niah_phrasings(split).empty());
+    EXPECT_FALSE(vt_phrasings(split).empty());
+    EXPECT_FALSE(cwe_phrasings(split).empty());
+    EXPECT_FALSE(fwe_phrasings(split).empty());
+    EXPECT_FALSE(kv_phrasings(split).empty());
+    EXPECT_FALSE(fact_phrasings(split).empty());
+    for (const auto t : phrasings_of(split)) {
+      auto f = format_template(t, all_vars);
+      ASSERT_TRUE(f.ok()) << t << ": " << f.status().to_string();
+      EXPECT_EQ(f->find_first_of("{}\n"), std::string::npos) << t;
+    }
+  }
+  const std::pair<std::string_view, std::string_view> one[] = {{"a", "x"}};
+  EXPECT_EQ(*format_template("<{a}{a}>", one), "<xx>");
+  EXPECT_FALSE(format_template("{b}", one).ok());
+  EXPECT_FALSE(format_template("{a", one).ok());
+  EXPECT_FALSE(format_template("a}", one).ok());
+}
+
+TEST(EvalSplits, TemplatesAreDisjoint) {
+  for (const Split a : kSplits) {
+    for (const Split b : kSplits) {
+      if (a == b) continue;
+      const auto pa = phrasings_of(a);
+      const auto pb = phrasings_of(b);
+      for (const auto ta : pa) {
+        for (const auto tb : pb) {
+          EXPECT_NE(ta, tb) << split_name(a) << " and " << split_name(b) << " share a phrasing";
+          for (const auto& frag : distinctive_fragments(ta)) {
+            EXPECT_EQ(tb.find(frag), std::string_view::npos)
+                << "\"" << frag << "\" of " << split_name(a) << " appears in " << split_name(b) << ": " << tb;
+          }
+        }
+      }
+    }
+  }
+}
+
+std::vector<Sample> samples_of(Split split) {
+  std::vector<Sample> out;
+  for (const auto& t : task_catalog()) {
+    for (int64_t index = 0; index < 4; ++index) {
+      SampleRequest r{std::string(t.name), split, 1200, 3, index, std::nullopt, std::nullopt};
+      auto s = generate_sample(r, count_whitespace_tokens);
+      EXPECT_TRUE(s.ok()) << s.status().to_string();
+      if (s.ok()) out.push_back(std::move(*s));
+    }
+  }
+  return out;
+}
+
+TEST(EvalSplits, PromptsCarryNoOtherSplitsPhrasing) {
+  std::map<Split, std::vector<Sample>> samples;
+  for (const Split s : kSplits) samples[s] = samples_of(s);
+  for (const Split a : kSplits) {
+    std::vector<std::string> fragments;
+    for (const auto t : phrasings_of(a)) {
+      for (auto& f : distinctive_fragments(t)) fragments.push_back(std::move(f));
+    }
+    // Each split's own prompts do use its phrasings (the check below can fail).
+    size_t own_hits = 0;
+    for (const auto& s : samples[a]) {
+      for (const auto& f : fragments) own_hits += s.prompt.find(f) != std::string::npos;
+    }
+    EXPECT_GT(own_hits, samples[a].size());
+    for (const Split b : kSplits) {
+      if (a == b) continue;
+      for (const auto& s : samples[b]) {
+        for (const auto& f : fragments) {
+          EXPECT_EQ(s.prompt.find(f), std::string::npos)
+              << split_name(a) << " fragment \"" << f << "\" in a " << split_name(b) << " " << s.task << " prompt";
+        }
+      }
+    }
+  }
+}
+
+TEST(EvalSplits, WordListsAreDisjointAndLargeEnough) {
+  std::map<std::string_view, Split> owner;
+  for (const Split split : kSplits) {
+    const SplitWords& w = split_words(split);
+    EXPECT_GE(w.adjectives.size(), 100u) << split_name(split);
+    EXPECT_GE(w.nouns.size(), 1000u) << split_name(split);
+    EXPECT_GE(w.verbs.size(), 50u) << split_name(split);
+    for (const auto* list : {&w.adjectives, &w.nouns, &w.verbs}) {
+      for (const auto word : *list) {
+        auto [it, inserted] = owner.emplace(word, split);
+        EXPECT_TRUE(inserted) << word << " is in " << split_name(it->second) << " and " << split_name(split);
+      }
+    }
+  }
+}
+
+TEST(EvalSplits, SampleVocabulariesBelongToTheirSplit) {
+  for (const Split split : kSplits) {
+    const SplitWords& w = split_words(split);
+    std::set<std::string_view> words(w.adjectives.begin(), w.adjectives.end());
+    words.insert(w.nouns.begin(), w.nouns.end());
+    words.insert(w.verbs.begin(), w.verbs.end());
+    const auto& onsets = name_onsets(split);
+    for (const auto& s : samples_of(split)) {
+      if (s.task == "vt") {
+        for (const auto& a : s.answers) EXPECT_TRUE(is_split_variable_name(a, split)) << a;
+      } else if (s.task == "fwe") {
+        for (const auto& a : s.answers) EXPECT_TRUE(is_split_coded_word(a, split)) << a;
+      } else if (s.task == "cwe") {
+        for (const auto& a : s.answers) EXPECT_TRUE(words.count(a)) << a;
+      } else if (s.task == "multihop_qa") {
+        for (const auto& a : s.answers) {
+          EXPECT_TRUE(std::find(onsets.begin(), onsets.end(), a.substr(0, 3)) != onsets.end()) << a;
+        }
+      } else if (s.task.starts_with("niah_") && s.task != "niah_multikey_3") {
+        // Word keys "adjective-noun" of the split, read from the needles.
+        for (const auto& n : s.needles) {
+          const size_t dash = n.text.find('-');
+          ASSERT_NE(dash, std::string::npos);
+          const size_t b = n.text.rfind(' ', dash) + 1;
+          const size_t e = n.text.find_first_of(" :", dash);
+          const std::string adjective = n.text.substr(b, dash - b), noun = n.text.substr(dash + 1, e - dash - 1);
+          EXPECT_TRUE(words.count(adjective)) << adjective << " in " << n.text;
+          EXPECT_TRUE(words.count(noun)) << noun << " in " << n.text;
+        }
+      }
+    }
+  }
+}
+
+TEST(EvalSplits, VariableNamesCodedWordsAndNamesPartition) {
+  DetRng rng(77);
+  for (const Split split : kSplits) {
+    for (int i = 0; i < 200; ++i) {
+      const std::string v = random_variable_name(rng, split);
+      int owners = 0;
+      for (const Split other : kSplits) owners += is_split_variable_name(v, other);
+      EXPECT_EQ(owners, 1) << v;
+      EXPECT_TRUE(is_split_variable_name(v, split)) << v;
+      const std::string c = random_coded_word(rng, split);
+      owners = 0;
+      for (const Split other : kSplits) owners += is_split_coded_word(c, other);
+      EXPECT_EQ(owners, 1) << c;
+      EXPECT_TRUE(is_split_coded_word(c, split)) << c;
+    }
+    for (const auto o : name_onsets(split)) {
+      EXPECT_EQ(o.size(), 3u) << o;
+      for (const Split other : kSplits) {
+        if (other == split) continue;
+        const auto& os = name_onsets(other);
+        EXPECT_EQ(std::find(os.begin(), os.end(), o), os.end()) << o;
+      }
+    }
+  }
+}
+
+TEST(EvalSplits, HaystacksDiffer) {
+  for (const Split a : kSplits) {
+    for (const Split b : kSplits) {
+      if (a == b) continue;
+      EXPECT_NE(noise_sentences(a), noise_sentences(b));
+      const WordStream& na = WordStream::get(a, HaystackKind::kNatural);
+      const WordStream& nb = WordStream::get(b, HaystackKind::kNatural);
+      // Phrases of 8 consecutive words of a's book (within one paragraph) never occur in b's.
+      int checked = 0;
+      for (int64_t start = 500; checked < 20 && start < na.period(); start += 997) {
+        std::string phrase(na.word(start, 0));
+        for (int64_t i = 1; i < 8; ++i) phrase.append(" ").append(na.word(start, i));
+        if (!na.source_contains(phrase)) continue;  // crosses a paragraph break
+        ++checked;
+        EXPECT_FALSE(nb.source_contains(phrase)) << split_name(a) << " text in " << split_name(b) << ": " << phrase;
+      }
+      EXPECT_EQ(checked, 20);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kascade::eval

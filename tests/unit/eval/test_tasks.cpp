@@ -1,0 +1,579 @@
+// tests/unit/eval/test_tasks.cpp — every task of the suite, on the train and eval splits:
+//   - determinism: the same request gives the same sample, other indices other samples;
+//   - length: prompt_tokens is the counter's count of the prompt, never above the budget and
+//     within one filler unit of it (a whitespace stand-in tokenizer, and a BPE-like one);
+//   - needles: each placed sentence occurs exactly once, at its recorded offset, at its recorded
+//     depth (recounted from the prompt), near the requested depth;
+//   - answers derivable from the prompt: an independent checker per task family re-reads the
+//     prompt text only (niah: the sentences that carry the asked keys; vt: parses the
+//     assignments and follows the chains; cwe/fwe: counts the words; kv: parses the JSON;
+//     multihop: parses the facts and follows the 2 hops);
+//   - catalog, list parsing and request validation.
+// The text patterns are matched by small hand-written scanners (std::regex trips GCC 12's
+// -Wmaybe-uninitialized under the sanitizers, and is slow).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "eval/templates.h"
+#include "kascade/tasks.h"
+
+namespace kascade::eval {
+namespace {
+
+const std::vector<std::string>& all_tasks() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& t : task_catalog()) v.emplace_back(t.name);
+    return v;
+  }();
+  return names;
+}
+
+// A BPE-like stand-in: each whitespace-separated word costs ceil(bytes / 4) tokens.
+int64_t bpe_like_tokens(std::string_view text) {
+  int64_t n = 0, run = 0;
+  for (const char c : text) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      n += (run + 3) / 4;
+      run = 0;
+    } else {
+      ++run;
+    }
+  }
+  return n + (run + 3) / 4;
+}
+
+Sample make(const std::string& task, Split split, int64_t length, int64_t index, const TokenCounter& counter,
+            std::optional<double> depth = std::nullopt) {
+  SampleRequest r;
+  r.task = task;
+  r.split = split;
+  r.target_length = length;
+  r.seed = 17;
+  r.index = index;
+  r.depth = depth;
+  auto s = generate_sample(r, counter);
+  EXPECT_TRUE(s.ok()) << task << " " << split_name(split) << " " << length << ": " << s.status().to_string();
+  return s.ok() ? *s : Sample{};
+}
+
+// The context: everything between the instruction line and the question line.
+std::string context_of(const Sample& s) {
+  const size_t first = s.prompt.find('\n');
+  const size_t last = s.prompt.rfind('\n');
+  return s.prompt.substr(first + 1, last - first - 1);
+}
+std::string question_of(const Sample& s) { return s.prompt.substr(s.prompt.rfind('\n') + 1); }
+
+size_t count_occurrences(std::string_view text, std::string_view what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string_view::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+std::vector<std::string> whitespace_words(std::string_view text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (const char c : text) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+bool is_alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+// Maximal runs of characters satisfying `in_run`, of exactly `length` characters, not touching
+// another letter or digit (a \b-delimited token).
+std::vector<std::string> runs_of(const std::string& text, bool (*in_run)(char), size_t length) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (!in_run(text[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && in_run(text[j])) ++j;
+    const bool bounded = (i == 0 || !is_alnum(text[i - 1])) && (j == text.size() || !is_alnum(text[j]));
+    if (j - i == length && bounded) out.push_back(text.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+std::vector<std::string> numbers_of(const std::string& text, size_t digits) {
+  return runs_of(text, [](char c) { return c >= '0' && c <= '9'; }, digits);
+}
+std::vector<std::string> upper_names_of(const std::string& text) {
+  return runs_of(text, [](char c) { return c >= 'A' && c <= 'Z'; }, 5);
+}
+
+// Lower-case hex UUIDs 8-4-4-4-12.
+std::vector<std::string> uuids_of(const std::string& text) {
+  static constexpr size_t kGroups[] = {8, 4, 4, 4, 12};
+  std::vector<std::string> out;
+  for (size_t i = 0; i + 36 <= text.size(); ++i) {
+    if (i > 0 && (is_hex(text[i - 1]) || text[i - 1] == '-')) continue;
+    size_t p = i;
+    bool ok = true;
+    for (size_t g = 0; g < 5 && ok; ++g) {
+      for (size_t k = 0; k < kGroups[g]; ++k) ok = ok && is_hex(text[p++]);
+      if (g < 4) ok = ok && text[p++] == '-';
+    }
+    if (ok && (p == text.size() || !is_hex(text[p]))) {
+      out.push_back(text.substr(i, 36));
+      i = p - 1;
+    }
+  }
+  return out;
+}
+
+// Word keys "adjective-noun": lower-case letters, one hyphen, lower-case letters.
+std::vector<std::string> word_keys_of(const std::string& text) {
+  std::vector<std::string> out;
+  for (const auto& w : whitespace_words(text)) {
+    std::string t = w;
+    while (!t.empty() && !std::isalpha(static_cast<unsigned char>(t.back()))) t.pop_back();
+    const size_t dash = t.find('-');
+    if (dash == std::string::npos || dash == 0 || dash + 1 == t.size()) continue;
+    const bool lower = std::all_of(t.begin(), t.end(), [](char c) { return c == '-' || (c >= 'a' && c <= 'z'); });
+    if (lower && t.find('-', dash + 1) == std::string::npos) out.push_back(t);
+  }
+  return out;
+}
+// ---- independent answer checkers --------------------------------------------------------------
+
+::testing::AssertionResult check_niah(const Sample& s) {
+  const std::string context = context_of(s), question = question_of(s);
+  const bool uuid_keys = s.task == "niah_multikey_3";
+  const bool uuid_values = s.task == "niah_single_3" || s.task == "niah_multikey_3";
+  std::vector<std::string> keys = uuid_keys ? uuids_of(question) : word_keys_of(question);
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  if (keys.empty()) return ::testing::AssertionFailure() << "no key in the question: " << question;
+  std::vector<std::string> values;
+  for (const auto& key : keys) {
+    for (size_t at = context.find(key); at != std::string::npos; at = context.find(key, at + 1)) {
+      const size_t from = at + key.size();
+      const std::string sentence = context.substr(from, context.find('.', from) - from);
+      const auto found = uuid_values ? uuids_of(sentence) : numbers_of(sentence, 7);
+      if (found.size() != 1) {
+        return ::testing::AssertionFailure() << "sentence after key " << key << " holds " << found.size()
+                                             << " values: " << sentence;
+      }
+      values.push_back(found[0]);
+    }
+  }
+  std::vector<std::string> expected = s.answers;
+  std::sort(values.begin(), values.end());
+  std::sort(expected.begin(), expected.end());
+  if (values != expected) return ::testing::AssertionFailure() << "values next to the asked keys differ from the answers";
+  for (const auto& a : s.answers) {
+    if (count_occurrences(s.prompt, a) != 1) return ::testing::AssertionFailure() << a << " is not in the prompt exactly once";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult check_vt(const Sample& s) {
+  const std::string context = context_of(s), question = question_of(s);
+  auto query = numbers_of(question, 5);
+  query.erase(std::unique(query.begin(), query.end()), query.end());  // the answer prefix repeats it
+  if (query.size() != 1) return ::testing::AssertionFailure() << "no single value in the question: " << question;
+  std::map<std::string, std::string> value_of;
+  size_t statements = 0;
+  size_t begin = 0;
+  while (begin < context.size()) {
+    size_t end = context.find('.', begin);
+    if (end == std::string::npos) end = context.size();
+    const std::string segment = context.substr(begin, end - begin);
+    begin = end + 1;
+    const auto names = upper_names_of(segment);
+    const auto numbers = numbers_of(segment, 5);
+    if (names.empty()) continue;
+    ++statements;
+    if (names.size() == 1 && numbers.size() == 1) {
+      value_of[names[0]] = numbers[0];
+    } else if (names.size() == 2 && numbers.empty()) {
+      const bool reversed = segment.find("INTO") != std::string::npos;  // "COPY src INTO var"
+      const std::string& lhs = reversed ? names[1] : names[0];
+      const std::string& rhs = reversed ? names[0] : names[1];
+      if (!value_of.count(rhs)) return ::testing::AssertionFailure() << rhs << " is used before it is assigned";
+      value_of[lhs] = value_of[rhs];
+    } else {
+      return ::testing::AssertionFailure() << "unparsable statement: " << segment;
+    }
+  }
+  std::set<std::string> holders;
+  for (const auto& [name, value] : value_of) {
+    if (value == query[0]) holders.insert(name);
+  }
+  const std::set<std::string> expected(s.answers.begin(), s.answers.end());
+  if (holders != expected) return ::testing::AssertionFailure() << "following the chains gives other variables";
+  const int64_t chains = s.params.at("num_chains"), hops = s.params.at("num_hops");
+  if (static_cast<int64_t>(statements) != chains * (hops + 1)) {
+    return ::testing::AssertionFailure() << statements << " statements, expected " << chains * (hops + 1);
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Word counts of the context, most frequent first; numbering tokens ("12." "#12" "[12]" "12:" "12)") skipped.
+std::vector<std::pair<int64_t, std::string>> ranked_words(const std::string& context, std::string_view skip) {
+  // "12." "#12" "[12]" "12:" "12)": optional '#' or '[', digits, optional closing mark.
+  auto is_numbering = [](const std::string& w) {
+    size_t b = (!w.empty() && (w[0] == '#' || w[0] == '[')) ? 1 : 0;
+    size_t e = w.size();
+    if (e > b && std::string_view(".):]").find(w[e - 1]) != std::string_view::npos) --e;
+    return e > b && std::all_of(w.begin() + static_cast<std::ptrdiff_t>(b), w.begin() + static_cast<std::ptrdiff_t>(e),
+                                [](char c) { return c >= '0' && c <= '9'; });
+  };
+  std::map<std::string, int64_t> counts;
+  for (const auto& w : whitespace_words(context)) {
+    if (is_numbering(w) || w == skip) continue;
+    ++counts[w];
+  }
+  std::vector<std::pair<int64_t, std::string>> ranked;
+  for (const auto& [w, c] : counts) ranked.emplace_back(-c, w);
+  std::sort(ranked.begin(), ranked.end());
+  return ranked;
+}
+
+::testing::AssertionResult check_top_words(const Sample& s, size_t top, std::string_view skip) {
+  const auto ranked = ranked_words(context_of(s), skip);
+  if (ranked.size() <= top) return ::testing::AssertionFailure() << "only " << ranked.size() << " distinct words";
+  if (ranked[top - 1].first >= ranked[top].first) {
+    return ::testing::AssertionFailure() << "rank " << top << " and " << top + 1 << " tie at " << -ranked[top].first;
+  }
+  std::set<std::string> got;
+  for (size_t i = 0; i < top; ++i) got.insert(ranked[i].second);
+  const std::set<std::string> expected(s.answers.begin(), s.answers.end());
+  if (got != expected || s.answers.size() != top) return ::testing::AssertionFailure() << "top words differ from the answers";
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult check_kv(const Sample& s) {
+  const std::string context = context_of(s);
+  nlohmann::json obj;
+  try {
+    obj = nlohmann::json::parse(context);
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "context is not JSON: " << e.what();
+  }
+  const auto keys = uuids_of(question_of(s));
+  if (keys.size() != 1) return ::testing::AssertionFailure() << "no single key in the question";
+  if (count_occurrences(context, keys[0]) != 1) return ::testing::AssertionFailure() << "key not unique in the JSON";
+  if (!obj.contains(keys[0])) return ::testing::AssertionFailure() << "asked key missing from the JSON";
+  if (s.answers.size() != 1 || obj[keys[0]].get<std::string>() != s.answers[0]) {
+    return ::testing::AssertionFailure() << "JSON value differs from the answer";
+  }
+  if (static_cast<int64_t>(obj.size()) != s.params.at("num_pairs")) return ::testing::AssertionFailure() << "pair count";
+  return ::testing::AssertionSuccess();
+}
+
+// All matches of a fact template in `text`: {country} and {city} match one capitalised word
+// ([A-Z][a-z]+), {person} two; the captures in placeholder order.
+std::vector<std::vector<std::string>> match_template(std::string_view tmpl, const std::string& text) {
+  std::vector<std::vector<std::string>> out;
+  auto name_at = [&](size_t p, int words, size_t* end) {
+    size_t q = p;
+    for (int w = 0; w < words; ++w) {
+      if (w > 0) {
+        if (q >= text.size() || text[q] != ' ') return false;
+        ++q;
+      }
+      if (q >= text.size() || !(text[q] >= 'A' && text[q] <= 'Z')) return false;
+      ++q;
+      if (q >= text.size() || !(text[q] >= 'a' && text[q] <= 'z')) return false;
+      while (q < text.size() && text[q] >= 'a' && text[q] <= 'z') ++q;
+    }
+    *end = q;
+    return true;
+  };
+  for (size_t start = 0; start < text.size(); ++start) {
+    if (start > 0 && std::isalpha(static_cast<unsigned char>(text[start - 1]))) continue;
+    std::vector<std::string> caps;
+    size_t p = start, t = 0;
+    bool ok = true;
+    while (ok && t < tmpl.size()) {
+      if (tmpl[t] == '{') {
+        const size_t close = tmpl.find('}', t);
+        const int words = tmpl.substr(t + 1, close - t - 1) == "person" ? 2 : 1;
+        size_t end = 0;
+        ok = name_at(p, words, &end);
+        if (ok) caps.push_back(text.substr(p, end - p));
+        p = end;
+        t = close + 1;
+      } else {
+        ok = p < text.size() && text[p] == tmpl[t];
+        ++p;
+        ++t;
+      }
+    }
+    if (ok) out.push_back(std::move(caps));
+  }
+  return out;
+}
+
+::testing::AssertionResult check_multihop(const Sample& s) {
+  const FactPhrasing& phr = fact_phrasings(s.split)[static_cast<size_t>(s.template_id)];
+  const std::string context = context_of(s);
+  std::map<std::string, std::vector<std::string>> city_of, person_of;
+  for (const auto& m : match_template(phr.first_fact, context)) city_of[m[0]].push_back(m[1]);
+  for (const auto& m : match_template(phr.second_fact, context)) person_of[m[0]].push_back(m[1]);
+  const auto q = match_template(phr.question, question_of(s));
+  if (q.size() != 1) return ::testing::AssertionFailure() << "question unparsed";
+  const std::string country = q[0][0];
+  if (city_of[country].size() != 1) return ::testing::AssertionFailure() << country << ": " << city_of[country].size() << " first facts";
+  const std::string city = city_of[country][0];
+  if (person_of[city].size() != 1) return ::testing::AssertionFailure() << city << ": " << person_of[city].size() << " second facts";
+  if (static_cast<int64_t>(city_of.size()) != s.params.at("num_chains") ||
+      static_cast<int64_t>(person_of.size()) != s.params.at("num_chains")) {
+    return ::testing::AssertionFailure() << "expected " << s.params.at("num_chains") << " chains";
+  }
+  if (s.answers != std::vector<std::string>{person_of[city][0]}) return ::testing::AssertionFailure() << "answer differs";
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult check_answers(const Sample& s) {
+  if (s.task.starts_with("niah_")) return check_niah(s);
+  if (s.task == "vt") return check_vt(s);
+  if (s.task == "cwe") return check_top_words(s, static_cast<size_t>(s.params.at("num_cw")), "");
+  if (s.task == "fwe") return check_top_words(s, 3, kFweNoiseWord);
+  if (s.task == "kv_retrieval") return check_kv(s);
+  if (s.task == "multihop_qa") return check_multihop(s);
+  return ::testing::AssertionFailure() << "no checker for " << s.task;
+}
+
+// ---- tests ------------------------------------------------------------------------------------
+
+TEST(EvalTasks, CatalogListsThirteenTasksWithRulerScorers) {
+  ASSERT_EQ(task_catalog().size(), 13u);
+  for (const auto& t : task_catalog()) {
+    EXPECT_EQ(t.scorer, t.name == "multihop_qa" ? ScorerKind::kStringMatchPart : ScorerKind::kStringMatchAll) << t.name;
+    EXPECT_GT(t.max_new_tokens, 0);
+    EXPECT_TRUE(find_task(t.name).ok());
+  }
+  EXPECT_EQ(find_task("vt")->max_new_tokens, 30);
+  auto unknown = find_task("niah_single_9");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("niah_single_1"), std::string::npos);  // lists the known ones
+}
+
+TEST(EvalTasks, AnswersAreDerivableFromThePrompt) {
+  for (const auto& task : all_tasks()) {
+    for (const Split split : {Split::kEval, Split::kTrain}) {
+      for (const int64_t length : {1024, 2900}) {
+        for (int64_t index = 0; index < 3; ++index) {
+          const Sample s = make(task, split, length, index, count_whitespace_tokens);
+          EXPECT_TRUE(check_answers(s)) << task << " " << split_name(split) << " " << length << " #" << index;
+          EXPECT_TRUE(s.prompt.ends_with(s.answer_prefix));
+          EXPECT_FALSE(s.answers.empty());
+          for (const auto& a : s.answers) EXPECT_NE(s.completion.find(a), std::string::npos);
+        }
+      }
+    }
+  }
+}
+
+TEST(EvalTasks, CheckersRejectDoctoredSamples) {
+  for (const auto& task : all_tasks()) {
+    const Sample s = make(task, Split::kEval, 1024, 0, count_whitespace_tokens);
+    ASSERT_TRUE(check_answers(s)) << task;
+    Sample wrong_answer = s;
+    char& last = wrong_answer.answers[0].back();
+    last = last == 'a' ? 'b' : (last == '0' ? '1' : static_cast<char>(last == 'z' || last == '9' ? last - 1 : last + 1));
+    EXPECT_FALSE(check_answers(wrong_answer)) << task;
+    if (s.needles.empty()) continue;
+    // Drop the first queried needle from the prompt: the answer is no longer derivable.
+    Sample no_needle = s;
+    const auto it = std::find_if(s.needles.begin(), s.needles.end(), [](const auto& p) { return p.queried; });
+    no_needle.prompt.erase(static_cast<size_t>(it->char_offset), it->text.size());
+    EXPECT_FALSE(check_answers(no_needle)) << task;
+  }
+}
+
+TEST(EvalTasks, SameRequestSameSample) {
+  for (const auto& task : all_tasks()) {
+    const Sample a = make(task, Split::kEval, 1500, 4, count_whitespace_tokens);
+    make(task, Split::kEval, 1500, 5, count_whitespace_tokens);  // unrelated work in between
+    const Sample b = make(task, Split::kEval, 1500, 4, count_whitespace_tokens);
+    EXPECT_EQ(a.prompt, b.prompt) << task;
+    EXPECT_EQ(a.answers, b.answers) << task;
+    EXPECT_EQ(a.rng_seed, b.rng_seed) << task;
+    ASSERT_EQ(a.needles.size(), b.needles.size());
+    for (size_t i = 0; i < a.needles.size(); ++i) {
+      EXPECT_EQ(a.needles[i].char_offset, b.needles[i].char_offset);
+      EXPECT_EQ(a.needles[i].depth, b.needles[i].depth);
+    }
+    const Sample other_index = make(task, Split::kEval, 1500, 6, count_whitespace_tokens);
+    EXPECT_NE(a.prompt, other_index.prompt) << task;
+    EXPECT_NE(a.answers, other_index.answers) << task;
+    SampleRequest r{task, Split::kEval, 1500, 18, 4, std::nullopt, std::nullopt};
+    EXPECT_NE(generate_sample(r, count_whitespace_tokens)->answers, a.answers) << task << " (other seed)";
+  }
+}
+
+// Whitespace tokens of one filler unit of the task.
+int64_t unit_tokens(const Sample& s) {
+  if (s.task == "niah_multikey_2" || s.task == "niah_multikey_3") return count_whitespace_tokens(s.needles[0].text);
+  if (s.task == "kv_retrieval") return 2;
+  if (s.task == "cwe") return 2 * s.params.at("freq_ucw");
+  return 1;  // one haystack word (fwe: one coded word)
+}
+
+TEST(EvalTasks, LengthIsWithinOneUnitOfTheBudgetAndNeverAbove) {
+  for (const auto& task : all_tasks()) {
+    for (const int64_t length : {1024, 2900, 8192}) {
+      const Sample s = make(task, Split::kEval, length, 1, count_whitespace_tokens);
+      const int64_t reserve = find_task(task)->max_new_tokens;
+      EXPECT_EQ(s.token_budget, length - reserve);
+      EXPECT_EQ(s.prompt_tokens, count_whitespace_tokens(s.prompt));
+      EXPECT_LE(s.prompt_tokens, s.token_budget) << task << " " << length;
+      EXPECT_LT(s.token_budget - s.prompt_tokens, unit_tokens(s)) << task << " " << length;
+    }
+    // A BPE-like counter: units cost several tokens, the prompt still fits tightly.
+    const Sample b = make(task, Split::kEval, 4096, 2, bpe_like_tokens);
+    EXPECT_EQ(b.prompt_tokens, bpe_like_tokens(b.prompt));
+    EXPECT_LE(b.prompt_tokens, b.token_budget) << task;
+    EXPECT_LT(b.token_budget - b.prompt_tokens, 48) << task;
+  }
+}
+
+TEST(EvalTasks, LongTargetsFillAndStayAnswerable) {
+  for (const std::string task : {"niah_single_2", "niah_multikey_3", "cwe", "fwe", "kv_retrieval"}) {
+    const Sample s = make(task, Split::kEval, 32768, 0, count_whitespace_tokens);
+    EXPECT_LE(s.prompt_tokens, s.token_budget);
+    EXPECT_GT(s.prompt_tokens, s.token_budget - unit_tokens(s)) << task;
+    EXPECT_TRUE(check_answers(s)) << task;
+  }
+}
+
+TEST(EvalTasks, GenerationReserveIsHonoured) {
+  SampleRequest r{"niah_single_1", Split::kEval, 2048, 0, 0, std::nullopt, int64_t{0}};
+  auto s = generate_sample(r, count_whitespace_tokens);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->token_budget, 2048);
+  EXPECT_EQ(s->prompt_tokens, 2048);
+  r.generation_reserve = 500;
+  s = generate_sample(r, count_whitespace_tokens);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->prompt_tokens, 1548);
+}
+
+// Haystack units before needle n, recounted from the prompt.
+double recount_depth(const Sample& s, size_t n) {
+  const NeedlePlacement& p = s.needles[n];
+  const size_t context_start = s.prompt.find('\n') + 1;
+  const std::string before = s.prompt.substr(context_start, static_cast<size_t>(p.char_offset) - context_start);
+  int64_t units;
+  if (s.task == "kv_retrieval") {
+    units = static_cast<int64_t>(count_occurrences(before, "\": \""));
+  } else if (s.task == "niah_multikey_2" || s.task == "niah_multikey_3") {
+    units = static_cast<int64_t>(count_occurrences(before, std::string(s.needles[0].text.substr(0, 12))));
+  } else {
+    units = count_whitespace_tokens(before);
+    for (const auto& other : s.needles) {
+      if (other.char_offset < p.char_offset) units -= count_whitespace_tokens(other.text);
+    }
+  }
+  return s.haystack_units > 0 ? static_cast<double>(units) / static_cast<double>(s.haystack_units) : 0.0;
+}
+
+TEST(EvalTasks, NeedlesOccurOnceAtTheirRecordedDepth) {
+  for (const auto& task : all_tasks()) {
+    if (task == "cwe" || task == "fwe") continue;
+    for (const Split split : {Split::kEval, Split::kTrain}) {
+      for (int64_t index = 0; index < 3; ++index) {
+        const Sample s = make(task, split, 2900, index, count_whitespace_tokens);
+        ASSERT_FALSE(s.needles.empty()) << task;
+        const bool natural = task != "niah_single_1" && task != "vt" && task != "kv_retrieval" &&
+                             task != "niah_multikey_2" && task != "niah_multikey_3";
+        const double slack = (natural ? 90.0 : (task == "vt" || task == "niah_single_1") ? 3.0 : 0.5) /
+                             static_cast<double>(s.haystack_units);
+        for (size_t n = 0; n < s.needles.size(); ++n) {
+          const auto& p = s.needles[n];
+          EXPECT_EQ(count_occurrences(s.prompt, p.text), 1u) << task << ": " << p.text;
+          EXPECT_EQ(s.prompt.compare(static_cast<size_t>(p.char_offset), p.text.size(), p.text), 0) << task;
+          EXPECT_NEAR(recount_depth(s, n), p.depth, 1e-12) << task << " needle " << n;
+          EXPECT_LE(std::abs(p.depth - p.requested_depth), slack + 1e-12) << task << " needle " << n;
+        }
+      }
+    }
+  }
+}
+
+TEST(EvalTasks, RequestedDepthPlacesTheQueriedNeedle) {
+  for (const std::string task : {"niah_single_1", "niah_multikey_2", "kv_retrieval", "vt"}) {
+    for (const double depth : {0.0, 0.25, 0.5, 0.9, 1.0}) {
+      const Sample s = make(task, Split::kEval, 3000, 0, count_whitespace_tokens, depth);
+      const auto it = std::find_if(s.needles.begin(), s.needles.end(), [](const auto& p) { return p.queried; });
+      ASSERT_NE(it, s.needles.end());
+      EXPECT_DOUBLE_EQ(it->requested_depth, depth);
+      EXPECT_LE(std::abs(it->depth - depth), 3.0 / static_cast<double>(s.haystack_units)) << task << " " << depth;
+      EXPECT_TRUE(check_answers(s)) << task << " " << depth;
+    }
+  }
+}
+
+TEST(EvalTasks, RejectsBadRequests) {
+  auto expect_error = [](SampleRequest r, const char* fragment, TokenCounter c = count_whitespace_tokens) {
+    auto s = generate_sample(r, c);
+    ASSERT_FALSE(s.ok()) << fragment;
+    EXPECT_NE(s.status().message().find(fragment), std::string::npos) << s.status().to_string();
+  };
+  expect_error({"nope", Split::kEval, 4096, 0, 0, std::nullopt, std::nullopt}, "unknown task");
+  expect_error({"vt", Split::kEval, 0, 0, 0, std::nullopt, std::nullopt}, "target length");
+  expect_error({"vt", Split::kEval, 4096, kMaxUserSeed, 0, std::nullopt, std::nullopt}, "seed");
+  expect_error({"vt", Split::kEval, 4096, 0, -1, std::nullopt, std::nullopt}, "index");
+  expect_error({"vt", Split::kEval, 4096, 0, 0, 1.5, std::nullopt}, "depth");
+  expect_error({"vt", Split::kEval, 4096, 0, 0, std::nan(""), std::nullopt}, "depth");
+  expect_error({"vt", Split::kEval, 4096, 0, 0, std::nullopt, int64_t{4096}}, "reserv");
+  expect_error({"vt", Split::kEval, 4096, 0, 0, std::nullopt, int64_t{-1}}, "reserve");
+  expect_error({"cwe", Split::kEval, 150, 0, 0, std::nullopt, std::nullopt}, "without any filler");
+  expect_error({"vt", Split::kEval, 4096, 0, 0, std::nullopt, std::nullopt}, "token counter", TokenCounter());
+  expect_error({"vt", Split::kEval, 4096, 0, 0, std::nullopt, std::nullopt}, "returned -3",
+               [](std::string_view) -> int64_t { return -3; });
+}
+
+TEST(EvalTasks, ParsesTaskAndLengthLists) {
+  auto all = parse_task_list("all");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 13u);
+  auto agg = parse_task_list("aggregation, vt");
+  ASSERT_TRUE(agg.ok());
+  EXPECT_EQ(*agg, (std::vector<std::string>{"cwe", "fwe", "vt"}));
+  EXPECT_FALSE(parse_task_list("vt,vt").ok());
+  EXPECT_FALSE(parse_task_list("vt,,cwe").ok());
+  EXPECT_FALSE(parse_task_list("retrieval,niah_single_1").ok());  // duplicate through the group
+  EXPECT_FALSE(parse_task_list("bogus").ok());
+
+  auto lens = parse_lengths("2k,4K,100,1m");
+  ASSERT_TRUE(lens.ok());
+  EXPECT_EQ(*lens, (std::vector<int64_t>{2048, 4096, 100, 1048576}));
+  EXPECT_FALSE(parse_lengths("2k,2048").ok());
+  EXPECT_FALSE(parse_lengths("0").ok());
+  EXPECT_FALSE(parse_lengths("4kb").ok());
+  EXPECT_FALSE(parse_lengths("k").ok());
+  EXPECT_FALSE(parse_lengths("-5").ok());
+  EXPECT_FALSE(parse_lengths("99999999999").ok());
+}
+
+TEST(EvalTasks, WhitespaceCounter) {
+  EXPECT_EQ(count_whitespace_tokens(""), 0);
+  EXPECT_EQ(count_whitespace_tokens("   "), 0);
+  EXPECT_EQ(count_whitespace_tokens("a"), 1);
+  EXPECT_EQ(count_whitespace_tokens(" a  b\nc\t"), 3);
+}
+
+}  // namespace
+}  // namespace kascade::eval
