@@ -5,13 +5,15 @@
 // varlen batches holding the awkward lengths of DESIGN.md §4 both as one-shot prompts and as later
 // chunks of longer sequences, plus one 4097-key prompt. Outputs are NaN-poisoned with canary
 // guards; the device error word must stay clear. Chunked prefill in tile multiples must equal the
-// one-shot call bit for bit.
+// one-shot call bit for bit. The wgmma variant (PrefillPlanOptions::wgmma) runs the same checks
+// on sm_90 devices.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "cuda/common/device_errors.h"
 #include "cuda/prefill/prefill_errors.h"
 #include "cuda/prefill/prefill_ops.h"
 #include "cuda/prefill/prefill_stages.h"
@@ -31,10 +33,17 @@ struct DenseResult {
   std::vector<float> o, lse;
 };
 
-// Runs dense_prefill (or, with lse_only, prefill_lse) on the problem's device views.
-DenseResult run_dense(const PrefillProblem& p, bool lse_only = false) {
+PrefillPlanOptions with_wgmma(bool wgmma) {
+  PrefillPlanOptions options;
+  options.wgmma = wgmma;
+  return options;
+}
+
+// Runs dense_prefill (or, with lse_only, prefill_lse) on the problem's device views; wgmma selects
+// the sm_90a Q·Kᵀ variant.
+DenseResult run_dense(const PrefillProblem& p, bool lse_only = false, bool wgmma = false) {
   DenseResult result;
-  auto w = testing::make_prefill_workspace(p.shape(), PrefillPlanOptions{});
+  auto w = testing::make_prefill_workspace(p.shape(), with_wgmma(wgmma));
   EXPECT_TRUE(w.ok()) << w.status().to_string();
   if (!w.ok()) return result;
   const PrefillCase& c = p.spec();
@@ -53,7 +62,9 @@ DenseResult run_dense(const PrefillProblem& p, bool lse_only = false) {
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   auto errors = read_prefill_errors(w->plan, w->workspace.data(), nullptr);
   EXPECT_TRUE(errors.ok());
-  if (errors.ok()) EXPECT_EQ(*errors, 0u) << describe_prefill_errors(*errors);
+  if (errors.ok()) {
+    EXPECT_EQ(*errors, 0u) << describe_prefill_errors(*errors);
+  }
   EXPECT_TRUE(o.guards_intact());
   EXPECT_TRUE(lse.guards_intact());
   result.o = testing::to_floats(o.download(), c.dtype);
@@ -79,6 +90,13 @@ void expect_dense_matches(const PrefillProblem& p, const DenseResult& got) {
 
 // (dtype, H, G, head_dim, page_size; 0 = contiguous)
 using Config = std::tuple<DType, int, int, int, int>;
+
+std::string config_name(const ::testing::TestParamInfo<Config>& info) {
+  const Config& c = info.param;
+  return std::string(dtype_name(std::get<0>(c))) + "_H" + std::to_string(std::get<1>(c)) + "_G" +
+         std::to_string(std::get<2>(c)) + "_d" + std::to_string(std::get<3>(c)) + "_page" +
+         std::to_string(std::get<4>(c));
+}
 
 class DensePrefillTest : public ::testing::TestWithParam<Config> {
  protected:
@@ -118,11 +136,8 @@ TEST_P(DensePrefillTest, ChunksOfLongerSequences) {
 }
 
 // The LSE-only pass gives the dense kernel's LSE (within the reference tolerance).
-TEST_P(DensePrefillTest, LsePassMatchesReference) {
-  KC_SKIP_WITHOUT_GPU();
-  auto rng = testing::rng_for_test();
-  const PrefillProblem p(make_case({129, 31, 1}, {129, 1000, 33}), rng);
-  const DenseResult got = run_dense(p, /*lse_only=*/true);
+void expect_lse_pass_matches(const PrefillProblem& p, bool wgmma) {
+  const DenseResult got = run_dense(p, /*lse_only=*/true, wgmma);
   const testing::PrefillReference r = testing::recompute_prefill(p, testing::dense_keys(p));
   ASSERT_EQ(got.lse.size(), r.lse64.size());
   for (size_t i = 0; i < got.lse.size(); ++i) {
@@ -130,16 +145,33 @@ TEST_P(DensePrefillTest, LsePassMatchesReference) {
   }
 }
 
+TEST_P(DensePrefillTest, LsePassMatchesReference) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  expect_lse_pass_matches(PrefillProblem(make_case({129, 31, 1}, {129, 1000, 33}), rng), false);
+}
+
+// The wgmma variant (sm_90a Q·Kᵀ), same checks.
+TEST_P(DensePrefillTest, WgmmaAwkwardLengthsAndChunks) {
+  KC_SKIP_WITHOUT_WGMMA();
+  auto rng = testing::rng_for_test();
+  std::vector<int32_t> lens;
+  for (int n : testing::awkward_lengths()) {
+    if (n <= 1000) lens.push_back(n);
+  }
+  const PrefillProblem one_shot(make_case(lens, lens), rng);
+  expect_dense_matches(one_shot, run_dense(one_shot, false, /*wgmma=*/true));
+  const PrefillProblem chunks(make_case({33, 1, 31, 127, 64}, {1000, 4097, 32, 129, 96}), rng);
+  expect_dense_matches(chunks, run_dense(chunks, false, /*wgmma=*/true));
+  expect_lse_pass_matches(chunks, /*wgmma=*/true);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, DensePrefillTest,
     ::testing::Values(Config{DType::kF16, 8, 8, 128, 16}, Config{DType::kBF16, 8, 4, 64, 16},
                       Config{DType::kF16, 12, 4, 64, 0}, Config{DType::kBF16, 16, 4, 128, 32},
                       Config{DType::kF16, 16, 2, 128, 64}, Config{DType::kBF16, 8, 1, 64, 16}),
-    [](const ::testing::TestParamInfo<Config>& info) {
-      const auto [dtype, h, g, d, page] = info.param;
-      return std::string(dtype_name(dtype)) + "_H" + std::to_string(h) + "_G" + std::to_string(g) + "_d" +
-             std::to_string(d) + "_page" + std::to_string(page);
-    });
+    config_name);
 
 // The longest awkward length as one prompt (f16, d = 128, g = 4; bf16, d = 64, g = 2).
 TEST(DensePrefill, LongPrompt4097) {
@@ -161,8 +193,7 @@ TEST(DensePrefill, LongPrompt4097) {
 
 // Chunked prefill in multiples of the tile (and of nothing larger) equals the one-shot call exactly:
 // a row's result does not depend on which other rows share its CTA.
-TEST(DensePrefill, ChunkedEqualsOneShotBitForBit) {
-  KC_SKIP_WITHOUT_GPU();
+void expect_chunks_equal_one_shot(bool wgmma) {
   auto rng = testing::rng_for_test();
   PrefillCase c;
   c.dtype = DType::kBF16;
@@ -172,8 +203,8 @@ TEST(DensePrefill, ChunkedEqualsOneShotBitForBit) {
   c.q_lens = {1000};
   c.kv_lens = {1000};
   const PrefillProblem p(c, rng);
-  const DenseResult full = run_dense(p);
-  auto w = testing::make_prefill_workspace(p.shape(), PrefillPlanOptions{});
+  const DenseResult full = run_dense(p, false, wgmma);
+  auto w = testing::make_prefill_workspace(p.shape(), with_wgmma(wgmma));
   ASSERT_TRUE(w.ok()) << w.status().to_string();
   AttentionParams params;
   params.scale = p.scale();
@@ -199,6 +230,47 @@ TEST(DensePrefill, ChunkedEqualsOneShotBitForBit) {
   auto errors = read_prefill_errors(w->plan, w->workspace.data(), nullptr);
   ASSERT_TRUE(errors.ok());
   EXPECT_EQ(*errors, 0u) << describe_prefill_errors(*errors);
+}
+
+TEST(DensePrefill, ChunkedEqualsOneShotBitForBit) {
+  KC_SKIP_WITHOUT_GPU();
+  expect_chunks_equal_one_shot(false);
+}
+
+TEST(DensePrefill, WgmmaChunkedEqualsOneShotBitForBit) {
+  KC_SKIP_WITHOUT_WGMMA();
+  expect_chunks_equal_one_shot(true);
+}
+
+// Lengths past the plan's limits set the error word (and skip the sequence) instead of reading
+// outside the plan's buffers.
+TEST(DensePrefill, LengthsPastThePlanSetTheErrorWord) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  PrefillCase c;
+  c.dtype = DType::kF16;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.q_lens = {100};
+  c.kv_lens = {200};
+  const PrefillProblem p(c, rng);
+  AttentionParams params;
+  params.scale = p.scale();
+  DeviceBuffer o(size_t(100) * 4 * 64 * 2), lse(size_t(100) * 4 * 4);
+  for (const auto& [max_q_len, max_kv_len, bit] :
+       {std::tuple{50, 200, uint32_t{kPrefillErrorQueries}}, std::tuple{100, 150, uint32_t{kErrorKvLen}}}) {
+    PrefillShape shape = p.shape();
+    shape.max_q_len = max_q_len;
+    shape.max_kv_len = max_kv_len;
+    auto w = testing::make_prefill_workspace(shape, PrefillPlanOptions{false});
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    KC_ASSERT_OK(dense_prefill(w->plan, p.device_q(), p.device_kv(), params, {o.data(), c.dtype, lse.as<float>()},
+                               w->workspace.data(), nullptr));
+    auto errors = read_prefill_errors(w->plan, w->workspace.data(), nullptr);
+    ASSERT_TRUE(errors.ok());
+    EXPECT_EQ(*errors, bit) << describe_prefill_errors(*errors);
+  }
 }
 
 }  // namespace

@@ -6,8 +6,12 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <span>
+#include <string>
 
 #include "cuda/prefill/prefill_plan.h"
+#include "ref/scores_ref.h"
+#include "ref/topk_ref.h"
 #include "testing/harness.h"
 
 namespace kascade::testing {
@@ -306,6 +310,60 @@ PrefillReference recompute_prefill(const PrefillProblem& p, const KeyListFn& key
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult check_selected_rows(const PrefillProblem& p, const ref::PrefillRowPlan& plan,
+                                               const std::vector<int32_t>& got, bool reduce_max, double eps_rel) {
+  const int32_t num_rows = plan.num_rows;
+  ref::PoolingSpec spec;
+  spec.num_rows = num_rows;
+  spec.reduce = reduce_max ? ref::PoolReduce::kMax : ref::PoolReduce::kSum;
+  AttentionParams params;
+  params.scale = p.scale();
+  if (got.size() != static_cast<size_t>(plan.total_indices())) {
+    return ::testing::AssertionFailure() << "got " << got.size() << " indices; the plan has " << plan.total_indices();
+  }
+  int64_t selected = 0;
+  for (int32_t b = 0; b < p.batch(); ++b) {
+    for (int32_t slot = plan.tile_base[b]; slot < plan.tile_base[b + 1]; ++slot) {
+      const int64_t tile = plan.tile_first[b] + (slot - plan.tile_base[b]);
+      const int64_t s_t = tile * plan.tile_size;
+      std::vector<float> scores(static_cast<size_t>(num_rows * s_t));
+      if (s_t > 0) {
+        const Status status = ref::pooled_scores_prefill_tile_ref(p.host_q(), p.host_kv(), params, spec, b, tile,
+                                                                  plan.tile_size, scores.data(), nullptr);
+        if (!status.ok()) return ::testing::AssertionFailure() << status.to_string();
+      }
+      for (int32_t r = 0; r < num_rows; ++r) {
+        const int64_t row = int64_t{slot} * num_rows + r;
+        const int64_t begin = plan.row_offsets[row], k = plan.row_offsets[row + 1] - begin;
+        const std::vector<int32_t> mine(got.begin() + begin, got.begin() + begin + k);
+        const std::string where = "sequence " + std::to_string(b) + " tile " + std::to_string(tile) + " row " +
+                                  std::to_string(r) + " (k = " + std::to_string(k) + " of " + std::to_string(s_t) + ")";
+        if (!std::is_sorted(mine.begin(), mine.end())) return ::testing::AssertionFailure() << where << ": not ascending";
+        std::vector<int32_t> expected(static_cast<size_t>(k));
+        const std::span<const float> row_scores(scores.data() + r * s_t, static_cast<size_t>(s_t));
+        if (k > 0) {
+          const Status status = ref::topk_select_ref(row_scores.data(), s_t, k, expected.data());
+          if (!status.ok()) return ::testing::AssertionFailure() << status.to_string();
+        }
+        auto same = topk_sets_equivalent(mine, expected, row_scores, eps_rel);
+        if (!same) return ::testing::AssertionFailure() << where << ": " << same.message();
+        selected += k;
+      }
+    }
+  }
+  if (selected == 0) return ::testing::AssertionFailure() << "the call selected no index; the test checks nothing";
+  return ::testing::AssertionSuccess();
+}
+
+bool wgmma_device_available() {
+  if (!cuda_device_available()) return false;
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) return false;
+  return major == 9 && minor == 0;
 }
 
 Result<PlannedWorkspace> make_prefill_workspace(const cuda::PrefillShape& shape,

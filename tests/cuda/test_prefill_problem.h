@@ -123,6 +123,20 @@ PrefillReference recompute_prefill(const PrefillProblem& p, const KeyListFn& key
 ::testing::AssertionResult check_prefill_attention(const PrefillProblem& p, const PrefillReference& r,
                                                    const std::vector<float>& got_o, const std::vector<float>& got_lse);
 
+// Checks rows selected for the call (host copy `got` laid out by `plan`, R = plan.num_rows pooled
+// rows, sum or max pooling) against ref::pooled_scores_prefill_tile_ref + ref::topk_select_ref with
+// the tie-aware rule (topk_sets_equivalent, eps_rel), and that every row is ascending.
+::testing::AssertionResult check_selected_rows(const PrefillProblem& p, const ref::PrefillRowPlan& plan,
+                                               const std::vector<int32_t>& got, bool reduce_max, double eps_rel);
+
+// True when the device is sm_90 (Hopper): the wgmma variants (PrefillPlanOptions::wgmma) run there.
+bool wgmma_device_available();
+
+#define KC_SKIP_WITHOUT_WGMMA()                                                                 \
+  do {                                                                                          \
+    if (!::kascade::testing::wgmma_device_available()) GTEST_SKIP() << "no sm_90 device (wgmma)"; \
+  } while (0)
+
 // A prefill plan for the problem (asserting success is the caller's job) with a zeroed workspace.
 struct PlannedWorkspace {
   cuda::PrefillPlan plan;

@@ -55,7 +55,10 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
   KC_RETURN_IF_ERROR(detail::validate_index_rows(plan.shape, q, rows, plan.granularity));
   KC_CHECK_ARG(rows.num_rows == plan.options.pooling.num_rows, "rows.num_rows is ", rows.num_rows, "; the plan pools into ",
                plan.options.pooling.num_rows, " rows");
-  KC_CHECK_ARG(rows.k_max >= plan.k_max, "rows.k_max is ", rows.k_max, "; k(max_seq_len) is ", plan.k_max);
+  // With k(kv_len) from the plan's budget the rows must hold k(max_seq_len); with explicit sizes the
+  // kernel flags (kErrorRowLen) and clamps any k above rows.k_max.
+  if (extras.k_per_seq == nullptr)
+    KC_CHECK_ARG(rows.k_max >= plan.k_max, "rows.k_max is ", rows.k_max, "; k(max_seq_len) is ", plan.k_max);
   if (plan.granularity == IndexGranularity::kPerQueryHead)
     KC_CHECK_ARG(extras.head_map == nullptr, "head_map must be null with per-query-head rows");
   KC_CHECK_ARG(!(plan.options.dense_output && extras.exact_lse != nullptr),

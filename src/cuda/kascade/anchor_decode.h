@@ -57,8 +57,9 @@ struct AnchorRunExtras {
                                        // output's out.lse already is that LSE)
 };
 
-// rows: device output rows (num_rows = R, k_max >= plan.k_max, plan.granularity); out: o and
-// lse of the layer (dense or sparse per the plan).
+// rows: device output rows (num_rows = R, plan.granularity; k_max >= plan.k_max when
+// extras.k_per_seq is null, otherwise >= every k_per_seq[b], a larger k being flagged as
+// kErrorRowLen and clamped on the device); out: o and lse of the layer (dense or sparse per the plan).
 Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const PagedKv& kv,
                      const AttentionParams& params, const DecodeIndexRows& rows, const AttentionOutput& out,
                      const AnchorRunExtras& extras, void* workspace, cudaStream_t stream);

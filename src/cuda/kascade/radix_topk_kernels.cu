@@ -109,8 +109,8 @@ __global__ void __launch_bounds__(kTopkThreads) radix_topk_kernel(const TopkPara
   }
   if (tid == 0) p.row_lens[row] = k;
   for (int i = k + tid; i < p.k_max; i += kTopkThreads) out[i] = -1;
-  if (k >= n) {  // every key is selected; the given histogram is only cleared
-    for (int i = tid; i < n; i += kTopkThreads) out[i] = i;
+  if (k == 0 || k >= n) {  // no key, or every key (k == n), is selected; the given histogram is only cleared
+    for (int i = tid; i < k; i += kTopkThreads) out[i] = i;
     if (first_hist)
       for (int i = tid; i < kTopkBins; i += kTopkThreads) first_hist[i] = 0;
     return;

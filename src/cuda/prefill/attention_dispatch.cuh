@@ -10,31 +10,45 @@
 
 namespace kascade::cuda::prefill {
 
-template <bool kPV, bool kSparse, typename Fn>
-cudaError_t dispatch_attention_kernel(ElementType type, int head_dim, Fn&& fn) {
+template <bool kPV, bool kSparse, bool kWgmma, typename Fn>
+cudaError_t dispatch_attention_type_dim(ElementType type, int head_dim, Fn&& fn) {
   if (type == ElementType::kF16 && head_dim == 64)
-    return fn(prefill_attention_kernel<__half, 64, kPV, kSparse>, AttentionSmem<64, kPV>::kBytes);
+    return fn(prefill_attention_kernel<__half, 64, kPV, kSparse, kWgmma>, AttentionSmem<64, kPV>::kBytes);
   if (type == ElementType::kF16 && head_dim == 128)
-    return fn(prefill_attention_kernel<__half, 128, kPV, kSparse>, AttentionSmem<128, kPV>::kBytes);
+    return fn(prefill_attention_kernel<__half, 128, kPV, kSparse, kWgmma>, AttentionSmem<128, kPV>::kBytes);
   if (type == ElementType::kBF16 && head_dim == 64)
-    return fn(prefill_attention_kernel<__nv_bfloat16, 64, kPV, kSparse>, AttentionSmem<64, kPV>::kBytes);
+    return fn(prefill_attention_kernel<__nv_bfloat16, 64, kPV, kSparse, kWgmma>, AttentionSmem<64, kPV>::kBytes);
   if (type == ElementType::kBF16 && head_dim == 128)
-    return fn(prefill_attention_kernel<__nv_bfloat16, 128, kPV, kSparse>, AttentionSmem<128, kPV>::kBytes);
+    return fn(prefill_attention_kernel<__nv_bfloat16, 128, kPV, kSparse, kWgmma>, AttentionSmem<128, kPV>::kBytes);
   return cudaErrorInvalidValue;
 }
 
+template <bool kPV, bool kSparse, typename Fn>
+cudaError_t dispatch_attention_kernel(ElementType type, int head_dim, bool wgmma, Fn&& fn) {
+  return wgmma ? dispatch_attention_type_dim<kPV, kSparse, true>(type, head_dim, fn)
+               : dispatch_attention_type_dim<kPV, kSparse, false>(type, head_dim, fn);
+}
+
 template <bool kPV, bool kSparse>
-cudaError_t launch_attention_instance(ElementType type, int head_dim, const AttentionArgs& args, dim3 grid,
-                                      cudaStream_t stream) {
-  return dispatch_attention_kernel<kPV, kSparse>(type, head_dim, [&](auto kernel, size_t smem_bytes) {
+cudaError_t launch_attention_instance(ElementType type, int head_dim, bool wgmma, const AttentionArgs& args,
+                                      dim3 grid, cudaStream_t stream) {
+  return dispatch_attention_kernel<kPV, kSparse>(type, head_dim, wgmma, [&](auto kernel, size_t smem_bytes) {
     kernel<<<grid, kThreads, smem_bytes, stream>>>(args);
     return cudaGetLastError();
   });
 }
 
+// Raises the dynamic shared-memory limit; with wgmma, also checks that the kernel was built for
+// sm_90a (binaryVersion 90) so that it never reaches its trap.
 template <bool kPV, bool kSparse>
-cudaError_t prepare_attention_instance(ElementType type, int head_dim) {
-  return dispatch_attention_kernel<kPV, kSparse>(type, head_dim, [&](auto kernel, size_t smem_bytes) {
+cudaError_t prepare_attention_instance(ElementType type, int head_dim, bool wgmma) {
+  return dispatch_attention_kernel<kPV, kSparse>(type, head_dim, wgmma, [&](auto kernel, size_t smem_bytes) {
+    if (wgmma) {
+      cudaFuncAttributes attributes{};
+      const cudaError_t e = cudaFuncGetAttributes(&attributes, kernel);
+      if (e != cudaSuccess) return e;
+      if (attributes.binaryVersion < 90) return cudaErrorInvalidDeviceFunction;
+    }
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
   });
 }

@@ -21,6 +21,10 @@
 //     include_local row are < s_t and always visible). A row left with no key writes o = 0,
 //     lse = -inf.
 // kPV = false computes the LSE only (the anchor's first pass): no V tiles, no O accumulators.
+// kWgmma = true (sm_90a builds, sm_90 devices) runs both products per warpgroup on wgmma: Q·Kᵀ with Q
+// and K read from shared memory (Q is not held in registers), P·V with P from registers and V read
+// from shared memory as an MN-major operand. Same rows per thread, same results up to the MMA's
+// accumulation order.
 // Bad device data (lengths past the plan, page ids, row lengths, entries, head_map) sets an error
 // bit; the CTA skips the unit (outputs unwritten) or masks the key.
 // Tested by tests/cuda/test_prefill_dense.cpp, test_prefill_sparse.cpp, test_prefill_anchor.cpp.
@@ -44,10 +48,10 @@ struct AttentionSmem {
   static constexpr size_t kKOffset = kQBytes;
   static constexpr size_t kVOffset = kKOffset + size_t(kStages) * kTileElems * 2;
   static constexpr size_t kPosOffset = kVOffset + (kPV ? size_t(kStages) * kTileElems * 2 : 0);
-  static constexpr size_t kBytes = kPosOffset + size_t(kStages) * kBlockKeys * sizeof(int);
+  static constexpr size_t kBytes = kPosOffset + size_t(kStages) * kBlockKeys * sizeof(int) + kSmemAlignSlack;
 };
 
-template <typename T, int D, bool kPV, bool kSparse>
+template <typename T, int D, bool kPV, bool kSparse, bool kWgmma>
 __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const AttentionArgs args) {
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
   using Smem = AttentionSmem<D, kPV>;
@@ -56,7 +60,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const At
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   constexpr int kKeyTiles = kBlockKeys / 8;
 
-  extern __shared__ __align__(128) unsigned char smem[];
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char* const smem = align_smem(smem_raw);
   T* const q_tile = reinterpret_cast<T*>(smem);
   T* const k_tiles = reinterpret_cast<T*>(smem + Smem::kKOffset);
   T* const v_tiles = reinterpret_cast<T*>(smem + Smem::kVOffset);
@@ -148,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const At
       if (row < rows_total) {
         offset = (static_cast<int64_t>(qidx_base + row / nh) * c.num_heads + head0 + row % nh) * D + ch * 8;
       }
-      copy_chunk(q_tile + swizzle<D>(r, ch), q, offset);
+      copy_chunk(q_tile + swizzle<D, kBlockRows>(r, ch), q, offset);
     }
     cp_async_commit();
   }
@@ -182,8 +187,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const At
         if (ch == 0) key_pos[stage * kBlockKeys + r] = row >= 0 ? pos : INT_MAX;
       }
       const int64_t offset = row >= 0 ? row + ch * 8 : -1;
-      copy_chunk(k_dst + swizzle<D>(r, ch), k_base, offset);
-      if constexpr (kPV) copy_chunk(v_dst + swizzle<D>(r, ch), v_base, offset);
+      copy_chunk(k_dst + swizzle<D, kBlockKeys>(r, ch), k_base, offset);
+      if constexpr (kPV) copy_chunk(v_dst + swizzle<D, kBlockKeys>(r, ch), v_base, offset);
     }
   };
 
@@ -200,12 +205,14 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const At
     const int row = row0 + warp * 16 + gid + 8 * h;
     row_pos[h] = row < rows_total ? pos_base + row / nh : -1;
   }
-  const bool warp_active = row0 + warp * 16 < rows_total;
+  // A warp (mma.sync) or a warpgroup (wgmma) with no valid row skips the math.
+  const bool active = kWgmma ? row0 + (warp >> 2) * 64 < rows_total : row0 + warp * 16 < rows_total;
 
   cp_async_wait<kStages - 1>();  // the Q group
+  if constexpr (kWgmma) publish_to_async_proxy();
   __syncthreads();
   uint32_t qa[D / 16][4];
-  load_q_fragments<D>(smem_address(q_tile), warp * 16, lane, qa);
+  if constexpr (!kWgmma) load_q_fragments<D, kBlockRows>(smem_address(q_tile), warp * 16, lane, qa);
 
   float m_run[2] = {-INFINITY, -INFINITY};
   float l_run[2] = {0.0f, 0.0f};
@@ -215,14 +222,20 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const At
 
   for (int kb = 0; kb < num_blocks; ++kb) {
     cp_async_wait<kStages - 2>();
+    if constexpr (kWgmma) publish_to_async_proxy();
     __syncthreads();  // tile kb landed for every thread; tile kb - 1 is no longer read
     if (kb + kStages - 1 < num_blocks) load_block(kb + kStages - 1);
     cp_async_commit();
-    if (!warp_active) continue;
+    if (!active) continue;
 
     const int stage = kb % kStages;
     float s[kKeyTiles][4];
-    warp_qk<T, D>(qa, smem_address(k_tiles + stage * Smem::kTileElems), lane, s);
+    const uint32_t k_tile = smem_address(k_tiles + stage * Smem::kTileElems);
+    if constexpr (kWgmma) {
+      warpgroup_qk<T, D, kBlockRows>(smem_address(q_tile), (warp >> 2) * 64, k_tile, s);
+    } else {
+      warp_qk<T, D>(qa, k_tile, lane, s);
+    }
 
     // scale into the log2 domain and mask keys a row does not see
     const bool needs_mask = kSparse || kb * kBlockKeys + kBlockKeys - 1 > first_row_pos;
@@ -230,7 +243,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const At
     for (int nt = 0; nt < kKeyTiles; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float x = s[nt][e] * c.scale_log2;
+        float x = __fmul_rn(s[nt][e], c.scale_log2);  // never fused: masked and unmasked tiles round alike
         if (needs_mask) {
           const int col = nt * 8 + 2 * tig + (e & 1);
           const int j = kSparse ? key_pos[stage * kBlockKeys + col] : kb * kBlockKeys + col;
@@ -269,7 +282,17 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const At
       }
     }
 
-    if constexpr (kPV) {
+    if constexpr (kPV && kWgmma) {
+      uint32_t pa[kBlockKeys / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < kBlockKeys / 16; ++kk) {
+        pa[kk][0] = Mma::pack(s[2 * kk][0], s[2 * kk][1]);
+        pa[kk][1] = Mma::pack(s[2 * kk][2], s[2 * kk][3]);
+        pa[kk][2] = Mma::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        pa[kk][3] = Mma::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      }
+      warpgroup_pv<T, D>(pa, smem_address(v_tiles + stage * Smem::kTileElems), o_acc);
+    } else if constexpr (kPV) {
       const uint32_t v_tile = smem_address(v_tiles + stage * Smem::kTileElems);
 #pragma unroll
       for (int kk = 0; kk < kBlockKeys / 16; ++kk) {
@@ -283,7 +306,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const At
           const int key = kk * 16 + (lane & 15);
           const int chunk = 2 * dp + (lane >> 4);
           uint32_t frag[4];
-          ldmatrix_x4_trans(v_tile + swizzle<D>(key, chunk) * 2, frag);
+          ldmatrix_x4_trans(v_tile + swizzle<D, kBlockKeys>(key, chunk) * 2, frag);
           Mma::mma(o_acc[2 * dp], a0, a1, a2, a3, frag[0], frag[1]);
           Mma::mma(o_acc[2 * dp + 1], a0, a1, a2, a3, frag[2], frag[3]);
         }

@@ -4,8 +4,9 @@
 //   scores[slot - wave_base][g][j] = Σ (or max) over rows (query i of the tile in the call, head h
 //                                    of group g) of 2^(σ·log2e · q_{i,h}·k_{g,j} − lse_{i,h}·log2e).
 // One CTA = (key range, slot, group) holds all rows of the tile (T·g <= 256: 8 warps × 1 or 2
-// m16 tiles) with Q fragments in registers and streams K tiles of 64 keys (cp.async, 3 stages,
-// swizzled shared memory; no V). Column reductions: the two rows of a thread, then the 8 row groups
+// m16 tiles) and streams K tiles of 64 keys (cp.async, 3 stages, swizzled shared memory; no V);
+// Q·Kᵀ on mma.sync with Q fragments in registers, or (kWgmma, sm_90a) on warpgroup MMAs reading Q
+// and K from shared memory. Column reductions: the two rows of a thread, then the 8 row groups
 // of the warp by butterfly shuffles, then the 8 warps in a fixed order through shared memory, so a
 // score is the same bits whatever the key split or the call's chunking. Tiles whose pooled row needs
 // no selection (k_t = 0 or k_t = s_t) are skipped. Scores go to the wave's scratch only: memory is
@@ -26,7 +27,7 @@ struct PoolSmem {
   static constexpr size_t kQBytes = size_t(kMTiles) * kBlockRows * D * 2;
   static constexpr size_t kKOffset = kQBytes;
   static constexpr size_t kReduceOffset = kKOffset + size_t(kStages) * kTileElems * 2;
-  static constexpr size_t kBytes = kReduceOffset + size_t(kWarps) * kBlockKeys * sizeof(float);
+  static constexpr size_t kBytes = kReduceOffset + size_t(kWarps) * kBlockKeys * sizeof(float) + kSmemAlignSlack;
 };
 
 template <bool kMax>
@@ -34,7 +35,7 @@ __device__ __forceinline__ float combine(float a, float b) {
   return kMax ? fmaxf(a, b) : a + b;
 }
 
-template <typename T, int D, int kMTiles, bool kMax>
+template <typename T, int D, int kMTiles, bool kMax, bool kWgmma>
 __global__ void __launch_bounds__(kThreads, 1) pooled_scores_kernel(const PoolArgs args) {
   using Smem = PoolSmem<D, kMTiles>;
   constexpr int kStages = Smem::kStages;
@@ -42,7 +43,8 @@ __global__ void __launch_bounds__(kThreads, 1) pooled_scores_kernel(const PoolAr
   constexpr int kKeyTiles = kBlockKeys / 8;
   constexpr int kRowsCapacity = kMTiles * kBlockRows;
 
-  extern __shared__ __align__(128) unsigned char smem[];
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char* const smem = align_smem(smem_raw);
   T* const q_tile = reinterpret_cast<T*>(smem);
   T* const k_tiles = reinterpret_cast<T*>(smem + Smem::kKOffset);
   float* const reduce = reinterpret_cast<float*>(smem + Smem::kReduceOffset);  // [kWarps][kBlockKeys]
@@ -83,7 +85,7 @@ __global__ void __launch_bounds__(kThreads, 1) pooled_scores_kernel(const PoolAr
       if (rr < rows_total) {
         offset = (static_cast<int64_t>(qidx_base + rr / g) * c.num_heads + head0 + rr % g) * D + ch * 8;
       }
-      copy_chunk(q_tile + swizzle<D>(rr, ch), q, offset);
+      copy_chunk(q_tile + swizzle<D, kRowsCapacity>(rr, ch), q, offset);
     }
     cp_async_commit();
   }
@@ -91,7 +93,8 @@ __global__ void __launch_bounds__(kThreads, 1) pooled_scores_kernel(const PoolAr
   bool mtile_active[kMTiles];
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
-    mtile_active[mt] = mt * kBlockRows + warp * 16 < rows_total;
+    // a warp (mma.sync) or a warpgroup (wgmma) with no valid row of the m-tile skips it
+    mtile_active[mt] = mt * kBlockRows + (kWgmma ? (warp >> 2) * 64 : warp * 16) < rows_total;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int rr = mt * kBlockRows + warp * 16 + gid + 8 * h;
@@ -108,7 +111,7 @@ __global__ void __launch_bounds__(kThreads, 1) pooled_scores_kernel(const PoolAr
       const int rr = idx / kChunks, ch = idx % kChunks;
       const int j = kb * kBlockKeys + rr;
       const int64_t key_row = j < n ? kv_row_offset<D>(c, st.b, j, group) : -1;
-      copy_chunk(k_dst + swizzle<D>(rr, ch), k_base, key_row >= 0 ? key_row + ch * 8 : -1);
+      copy_chunk(k_dst + swizzle<D, kBlockKeys>(rr, ch), k_base, key_row >= 0 ? key_row + ch * 8 : -1);
     }
   };
 #pragma unroll
@@ -118,16 +121,20 @@ __global__ void __launch_bounds__(kThreads, 1) pooled_scores_kernel(const PoolAr
   }
 
   cp_async_wait<kStages - 1>();  // the Q group
+  if constexpr (kWgmma) publish_to_async_proxy();
   __syncthreads();
   uint32_t qa[kMTiles][D / 16][4];
+  if constexpr (!kWgmma) {
 #pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) {
-    load_q_fragments<D>(smem_address(q_tile), mt * kBlockRows + warp * 16, lane, qa[mt]);
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      load_q_fragments<D, kRowsCapacity>(smem_address(q_tile), mt * kBlockRows + warp * 16, lane, qa[mt]);
+    }
   }
 
   float* const out = args.scores + (static_cast<int64_t>(wave_slot) * c.num_kv_heads + group) * args.score_stride;
   for (int kb = kb_begin; kb < kb_end; ++kb) {
     cp_async_wait<kStages - 2>();
+    if constexpr (kWgmma) publish_to_async_proxy();
     __syncthreads();  // tile kb landed; tile kb - 1 and the previous reduction are consumed
     if (kb + kStages - 1 < kb_end) load_block(kb + kStages - 1);
     cp_async_commit();
@@ -140,13 +147,17 @@ __global__ void __launch_bounds__(kThreads, 1) pooled_scores_kernel(const PoolAr
     for (int mt = 0; mt < kMTiles; ++mt) {
       if (!mtile_active[mt]) continue;
       float s[kKeyTiles][4];
-      warp_qk<T, D>(qa[mt], k_tile, lane, s);
+      if constexpr (kWgmma) {
+        warpgroup_qk<T, D, kRowsCapacity>(smem_address(q_tile), mt * kBlockRows + (warp >> 2) * 64, k_tile, s);
+      } else {
+        warp_qk<T, D>(qa[mt], k_tile, lane, s);
+      }
 #pragma unroll
       for (int nt = 0; nt < kKeyTiles; ++nt) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float p0 = fast_exp2(s[nt][e] * c.scale_log2 - lse2[mt][0]);
-          const float p1 = fast_exp2(s[nt][e + 2] * c.scale_log2 - lse2[mt][1]);
+          const float p0 = fast_exp2(__fmul_rn(s[nt][e], c.scale_log2) - lse2[mt][0]);
+          const float p1 = fast_exp2(__fmul_rn(s[nt][e + 2], c.scale_log2) - lse2[mt][1]);
           col[nt][e] = combine<kMax>(col[nt][e], combine<kMax>(p0, p1));
         }
       }
@@ -175,51 +186,67 @@ __global__ void __launch_bounds__(kThreads, 1) pooled_scores_kernel(const PoolAr
   cp_async_wait<0>();
 }
 
-template <int kMTiles, bool kMax, typename Fn>
+template <int kMTiles, bool kMax, bool kWgmma, typename Fn>
 cudaError_t dispatch_type_dim(ElementType type, int head_dim, Fn&& fn) {
   if (type == ElementType::kF16 && head_dim == 64)
-    return fn(pooled_scores_kernel<__half, 64, kMTiles, kMax>, PoolSmem<64, kMTiles>::kBytes);
+    return fn(pooled_scores_kernel<__half, 64, kMTiles, kMax, kWgmma>, PoolSmem<64, kMTiles>::kBytes);
   if (type == ElementType::kF16 && head_dim == 128)
-    return fn(pooled_scores_kernel<__half, 128, kMTiles, kMax>, PoolSmem<128, kMTiles>::kBytes);
+    return fn(pooled_scores_kernel<__half, 128, kMTiles, kMax, kWgmma>, PoolSmem<128, kMTiles>::kBytes);
   if (type == ElementType::kBF16 && head_dim == 64)
-    return fn(pooled_scores_kernel<__nv_bfloat16, 64, kMTiles, kMax>, PoolSmem<64, kMTiles>::kBytes);
+    return fn(pooled_scores_kernel<__nv_bfloat16, 64, kMTiles, kMax, kWgmma>, PoolSmem<64, kMTiles>::kBytes);
   if (type == ElementType::kBF16 && head_dim == 128)
-    return fn(pooled_scores_kernel<__nv_bfloat16, 128, kMTiles, kMax>, PoolSmem<128, kMTiles>::kBytes);
+    return fn(pooled_scores_kernel<__nv_bfloat16, 128, kMTiles, kMax, kWgmma>, PoolSmem<128, kMTiles>::kBytes);
   return cudaErrorInvalidValue;
 }
 
+template <int kMTiles, bool kWgmma, typename Fn>
+cudaError_t dispatch_reduce(ElementType type, int head_dim, bool reduce_max, Fn&& fn) {
+  return reduce_max ? dispatch_type_dim<kMTiles, true, kWgmma>(type, head_dim, fn)
+                    : dispatch_type_dim<kMTiles, false, kWgmma>(type, head_dim, fn);
+}
+
 template <typename Fn>
-cudaError_t dispatch_pool_kernel(ElementType type, int head_dim, int m_tiles, bool reduce_max, Fn&& fn) {
+cudaError_t dispatch_pool_kernel(ElementType type, int head_dim, int m_tiles, bool reduce_max, bool wgmma, Fn&& fn) {
   if (m_tiles == 1) {
-    return reduce_max ? dispatch_type_dim<1, true>(type, head_dim, fn) : dispatch_type_dim<1, false>(type, head_dim, fn);
+    return wgmma ? dispatch_reduce<1, true>(type, head_dim, reduce_max, fn)
+                 : dispatch_reduce<1, false>(type, head_dim, reduce_max, fn);
   }
   if (m_tiles == 2) {
-    return reduce_max ? dispatch_type_dim<2, true>(type, head_dim, fn) : dispatch_type_dim<2, false>(type, head_dim, fn);
+    return wgmma ? dispatch_reduce<2, true>(type, head_dim, reduce_max, fn)
+                 : dispatch_reduce<2, false>(type, head_dim, reduce_max, fn);
   }
   return cudaErrorInvalidValue;
 }
 
 }  // namespace
 
-cudaError_t launch_pooled_scores(ElementType type, int head_dim, int m_tiles, const PoolArgs& args, dim3 grid,
-                                 cudaStream_t stream) {
-  return dispatch_pool_kernel(type, head_dim, m_tiles, args.reduce_max != 0, [&](auto kernel, size_t smem_bytes) {
-    kernel<<<grid, kThreads, smem_bytes, stream>>>(args);
-    return cudaGetLastError();
-  });
+cudaError_t launch_pooled_scores(ElementType type, int head_dim, int m_tiles, bool wgmma, const PoolArgs& args,
+                                 dim3 grid, cudaStream_t stream) {
+  return dispatch_pool_kernel(type, head_dim, m_tiles, args.reduce_max != 0, wgmma,
+                              [&](auto kernel, size_t smem_bytes) {
+                                kernel<<<grid, kThreads, smem_bytes, stream>>>(args);
+                                return cudaGetLastError();
+                              });
 }
 
-cudaError_t prepare_pooled_scores(ElementType type, int head_dim, int m_tiles, int* ctas_per_sm) {
-  cudaError_t first = cudaSuccess;
+cudaError_t prepare_pooled_scores(ElementType type, int head_dim, int m_tiles, bool wgmma, int* ctas_per_sm) {
   for (const bool reduce_max : {false, true}) {
-    const cudaError_t error = dispatch_pool_kernel(type, head_dim, m_tiles, reduce_max, [&](auto kernel, size_t bytes) {
-      cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-      if (e != cudaSuccess) return e;
-      return reduce_max ? cudaSuccess : cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, kThreads, bytes);
-    });
-    if (error != cudaSuccess && first == cudaSuccess) first = error;
+    const cudaError_t error =
+        dispatch_pool_kernel(type, head_dim, m_tiles, reduce_max, wgmma, [&](auto kernel, size_t bytes) {
+          if (wgmma) {  // never reach the trap of a build without sm_90a code
+            cudaFuncAttributes attributes{};
+            const cudaError_t e = cudaFuncGetAttributes(&attributes, kernel);
+            if (e != cudaSuccess) return e;
+            if (attributes.binaryVersion < 90) return cudaErrorInvalidDeviceFunction;
+          }
+          const cudaError_t e =
+              cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+          if (e != cudaSuccess || reduce_max) return e;
+          return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, kThreads, bytes);
+        });
+    if (error != cudaSuccess) return error;
   }
-  return first;
+  return cudaSuccess;
 }
 
 }  // namespace kascade::cuda::prefill

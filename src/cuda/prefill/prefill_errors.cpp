@@ -12,7 +12,7 @@ std::string describe_prefill_errors(uint32_t bits) {
   static constexpr struct {
     uint32_t bit;
     const char* name;
-  } kNames[] = {{kPrefillErrorQueries, "cu_q_lens inconsistent with the plan (max_total_q, max_q_len)"},
+  } kNames[] = {{kPrefillErrorQueries, "cu_q_lens inconsistent with q.total_q or the plan's max_q_len"},
                 {kPrefillErrorTileBase, "tile_base inconsistent with the tiles of the call"},
                 {kPrefillErrorSelect, "a Top-k row did not come out at its planned length"}};
   std::string text = (bits & kShared) ? describe_device_errors(bits & kShared) : std::string();

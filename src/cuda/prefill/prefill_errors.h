@@ -12,7 +12,7 @@
 namespace kascade::cuda {
 
 enum PrefillError : uint32_t {
-  kPrefillErrorQueries = 1u << 8,   // cu_q_lens decreasing, past the plan's max_total_q, or q_len > max_q_len
+  kPrefillErrorQueries = 1u << 8,   // cu_q_lens decreasing or past q.total_q, or a q_len > the plan's max_q_len
   kPrefillErrorTileBase = 1u << 9,  // tile_base does not give a sequence the tiles its call touches
   kPrefillErrorSelect = 1u << 10,   // a Top-k row came out with a length other than its planned k_t
 };

@@ -12,26 +12,27 @@
 
 namespace kascade::cuda::prefill {
 
-// Attention kernels; grid as documented at AttentionArgs.
-cudaError_t launch_dense_attention(ElementType type, int head_dim, const AttentionArgs& args, dim3 grid,
+// Attention kernels; grid as documented at AttentionArgs. wgmma: Q·Kᵀ on sm_90a warpgroup MMAs.
+cudaError_t launch_dense_attention(ElementType type, int head_dim, bool wgmma, const AttentionArgs& args, dim3 grid,
                                    cudaStream_t stream);
-cudaError_t launch_lse_attention(ElementType type, int head_dim, const AttentionArgs& args, dim3 grid,
+cudaError_t launch_lse_attention(ElementType type, int head_dim, bool wgmma, const AttentionArgs& args, dim3 grid,
                                  cudaStream_t stream);
-cudaError_t launch_sparse_attention(ElementType type, int head_dim, const AttentionArgs& args, dim3 grid,
+cudaError_t launch_sparse_attention(ElementType type, int head_dim, bool wgmma, const AttentionArgs& args, dim3 grid,
                                     cudaStream_t stream);
 
 // Pooled scores of one wave; m_tiles = 1 (rows of a tile <= 128) or 2 (<= 256).
-cudaError_t launch_pooled_scores(ElementType type, int head_dim, int m_tiles, const PoolArgs& args, dim3 grid,
-                                 cudaStream_t stream);
+cudaError_t launch_pooled_scores(ElementType type, int head_dim, int m_tiles, bool wgmma, const PoolArgs& args,
+                                 dim3 grid, cudaStream_t stream);
 
 // Top-k of one wave; grid (tiles_in_flight, R).
 cudaError_t launch_tile_topk(const TopkArgs& args, dim3 grid, cudaStream_t stream);
 
 // Raise a kernel's dynamic shared-memory limit (needed once per process before its first launch
 // with more than 48 KB); the pooled-score one also reports how many CTAs fit on a multiprocessor.
-cudaError_t prepare_dense_attention(ElementType type, int head_dim);
-cudaError_t prepare_lse_attention(ElementType type, int head_dim);
-cudaError_t prepare_sparse_attention(ElementType type, int head_dim);
-cudaError_t prepare_pooled_scores(ElementType type, int head_dim, int m_tiles, int* ctas_per_sm);
+// With wgmma they fail (cudaErrorInvalidDeviceFunction) when the build holds no sm_90a code.
+cudaError_t prepare_dense_attention(ElementType type, int head_dim, bool wgmma);
+cudaError_t prepare_lse_attention(ElementType type, int head_dim, bool wgmma);
+cudaError_t prepare_sparse_attention(ElementType type, int head_dim, bool wgmma);
+cudaError_t prepare_pooled_scores(ElementType type, int head_dim, int m_tiles, bool wgmma, int* ctas_per_sm);
 
 }  // namespace kascade::cuda::prefill

@@ -24,7 +24,7 @@ Status launch_dense(const PrefillPlan& plan, const QueryBatch& q, const PagedKv&
   args.lse = lse;
   const dim3 grid = prefill::dense_grid(plan.shape.max_q_len, args.call.group_size, kv.num_kv_heads, q.batch);
   KC_CUDA_RETURN_IF_ERROR(
-      prefill::launch_dense_attention(prefill::element_type(q.dtype), q.head_dim, args, grid, stream));
+      prefill::launch_dense_attention(prefill::element_type(q.dtype), q.head_dim, plan.wgmma, args, grid, stream));
   return ok_status();
 }
 
@@ -45,7 +45,7 @@ Status launch_sparse(const PrefillPlan& plan, const QueryBatch& q, const PagedKv
   const dim3 grid(static_cast<unsigned>(units), static_cast<unsigned>(per_head ? q.num_heads : kv.num_kv_heads),
                   static_cast<unsigned>(q.batch));
   KC_CUDA_RETURN_IF_ERROR(
-      prefill::launch_sparse_attention(prefill::element_type(q.dtype), q.head_dim, args, grid, stream));
+      prefill::launch_sparse_attention(prefill::element_type(q.dtype), q.head_dim, plan.wgmma, args, grid, stream));
   return ok_status();
 }
 

@@ -43,7 +43,7 @@ struct CallArgs {
   int32_t max_pages_per_seq = 0;
   int32_t max_q_len = 0;               // plan limit: every q_len must be <= this
   int32_t max_kv_len = 0;              // plan limit: every kv_len must be <= this
-  int32_t max_total_q = 0;             // plan limit: cu_q_lens[batch] <= this
+  int32_t max_total_q = 0;             // q.total_q: cu_q_lens[b + 1] <= this for every b
   float scale_log2 = 0.0f;             // softmax scale · log2(e)
   uint32_t* errors = nullptr;          // DeviceError / PrefillError bits
 };

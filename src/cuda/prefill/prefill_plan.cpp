@@ -50,36 +50,27 @@ Status supports_prefill(const PrefillShape& shape) {
   return ok_status();
 }
 
-size_t PrefillPlan::selection_scratch_bytes() const {
-  if (!selection) return 0;
-  return workspace.total_bytes - workspace.lse;
-}
+size_t PrefillPlan::selection_scratch_bytes() const { return workspace.total_bytes - workspace.lse; }
 
-Result<PrefillPlan> plan_prefill(const PrefillShape& shape, const PrefillPlanOptions& options) {
+Result<PrefillPlan> layout_prefill_plan(const PrefillShape& shape, const PrefillPlanOptions& options, int32_t num_sms,
+                                        int32_t pool_ctas_per_sm) {
   KC_RETURN_IF_ERROR(supports_prefill(shape));
   KC_CHECK_ARG(options.tiles_in_flight >= 0, "options.tiles_in_flight is ", options.tiles_in_flight,
                "; expected >= 0 (0: automatic)");
   KC_CHECK_ARG(options.key_splits >= 0, "options.key_splits is ", options.key_splits, "; expected >= 0 (0: automatic)");
+  KC_CHECK_ARG(num_sms >= 1, "num_sms is ", num_sms, "; expected >= 1");
   PrefillPlan plan;
   plan.shape = shape;
   plan.selection = options.selection;
+  plan.wgmma = options.wgmma;
   const int32_t group = shape.num_heads / shape.num_kv_heads;
   plan.pool_m_tiles = shape.tile_size * group <= prefill::kBlockRows ? 1 : 2;
-
-  const prefill::ElementType type = prefill::element_type(shape.dtype);
-  KC_CUDA_RETURN_IF_ERROR(prefill::prepare_dense_attention(type, shape.head_dim));
-  KC_CUDA_RETURN_IF_ERROR(prefill::prepare_lse_attention(type, shape.head_dim));
-  KC_CUDA_RETURN_IF_ERROR(prefill::prepare_sparse_attention(type, shape.head_dim));
-  int pool_ctas_per_sm = 0;
-  KC_CUDA_RETURN_IF_ERROR(prefill::prepare_pooled_scores(type, shape.head_dim, plan.pool_m_tiles, &pool_ctas_per_sm));
-  int device = 0, num_sms = 0;
-  KC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
 
   size_t offset = 0;
   plan.workspace.error_flags = offset;
   offset = align_up(offset + sizeof(uint32_t));
   plan.workspace.lse = offset;
+  plan.workspace.scores = offset;
   if (plan.selection) {
     offset = align_up(offset + size_t(shape.max_total_q) * shape.num_heads * sizeof(float));
     plan.workspace.scores = offset;
@@ -104,6 +95,36 @@ Result<PrefillPlan> plan_prefill(const PrefillShape& shape, const PrefillPlanOpt
   }
   plan.workspace.total_bytes = offset;
   return plan;
+}
+
+Result<PrefillPlan> plan_prefill(const PrefillShape& shape, const PrefillPlanOptions& options) {
+  KC_RETURN_IF_ERROR(supports_prefill(shape));
+  const int32_t group = shape.num_heads / shape.num_kv_heads;
+  const int m_tiles = shape.tile_size * group <= prefill::kBlockRows ? 1 : 2;
+  const prefill::ElementType type = prefill::element_type(shape.dtype);
+  int device = 0, num_sms = 0, major = 0, minor = 0;
+  KC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (options.wgmma && (major != 9 || minor != 0)) {
+    return unsupported("options.wgmma needs an sm_90 device (Hopper); this one is sm_", major, minor);
+  }
+  int pool_ctas_per_sm = 0;
+  const cudaError_t prepared[] = {
+      prefill::prepare_dense_attention(type, shape.head_dim, options.wgmma),
+      prefill::prepare_lse_attention(type, shape.head_dim, options.wgmma),
+      prefill::prepare_sparse_attention(type, shape.head_dim, options.wgmma),
+      prefill::prepare_pooled_scores(type, shape.head_dim, m_tiles, options.wgmma, &pool_ctas_per_sm)};
+  for (const cudaError_t error : prepared) {
+    if (options.wgmma && error == cudaErrorInvalidDeviceFunction) {
+      (void)cudaGetLastError();
+      return unsupported("options.wgmma: this build holds no sm_90a code (configure with KASCADE_CUDA_ARCHS "
+                         "containing 90a-real)");
+    }
+    KC_CUDA_RETURN_IF_ERROR(error);
+  }
+  return layout_prefill_plan(shape, options, num_sms, pool_ctas_per_sm);
 }
 
 Status initialize_prefill_workspace(const PrefillPlan& plan, void* workspace, cudaStream_t stream) {

@@ -38,6 +38,9 @@ struct PrefillPlanOptions {
   int32_t tiles_in_flight = 0;  // tiles pooled and selected per wave; 0: as many as fit the budget below
   size_t selection_scratch_budget = size_t{256} << 20;  // bytes of score scratch when tiles_in_flight = 0
   int32_t key_splits = 0;  // CTAs per (tile, group) of the pooled-score kernel; 0: enough to fill the GPU
+  // Q·Kᵀ of every kernel on sm_90a warpgroup MMAs (wgmma) instead of mma.sync. Needs an sm_90 device
+  // and a build with 90a-real; refused (kUnsupported) otherwise. Off by default until measured.
+  bool wgmma = false;
 };
 
 // OK when the prefill kernels are built for `shape`; otherwise a Status naming the value
@@ -57,6 +60,7 @@ struct PrefillWorkspaceLayout {
 struct PrefillPlan {
   PrefillShape shape;
   bool selection = false;
+  bool wgmma = false;           // Q·Kᵀ on wgmma (sm_90a)
   int32_t tiles_in_flight = 0;  // W
   int32_t num_waves = 0;        // ceil(most tile slots a call can have / W)
   int32_t key_splits = 1;
@@ -73,6 +77,11 @@ struct PrefillPlan {
 // the workspace. Fails with kUnsupported for a shape the kernels are not built for and with
 // kInternal when the CUDA runtime fails (no device, for instance).
 Result<PrefillPlan> plan_prefill(const PrefillShape& shape, const PrefillPlanOptions& options = {});
+
+// The arithmetic of plan_prefill without the device: what plan_prefill computes once it knows the
+// device's multiprocessor count and how many pooled-score CTAs fit on one. Needs no GPU.
+Result<PrefillPlan> layout_prefill_plan(const PrefillShape& shape, const PrefillPlanOptions& options, int32_t num_sms,
+                                        int32_t pool_ctas_per_sm);
 
 // Zeroes the error word, asynchronously on `stream`.
 Status initialize_prefill_workspace(const PrefillPlan& plan, void* workspace, cudaStream_t stream);

@@ -29,7 +29,7 @@ Status prefill_lse(const PrefillPlan& plan, const QueryBatch& q, const PagedKv& 
   args.call = prefill::make_call_args(plan, q, kv, params, workspace);
   args.lse = lse;
   const dim3 grid = prefill::dense_grid(plan.shape.max_q_len, args.call.group_size, kv.num_kv_heads, q.batch);
-  KC_CUDA_RETURN_IF_ERROR(prefill::launch_lse_attention(element_type(q.dtype), q.head_dim, args, grid, stream));
+  KC_CUDA_RETURN_IF_ERROR(prefill::launch_lse_attention(element_type(q.dtype), q.head_dim, plan.wgmma, args, grid, stream));
   return ok_status();
 }
 
@@ -52,7 +52,8 @@ Status pooled_scores_wave(const PrefillPlan& plan, const QueryBatch& q, const Pa
   const dim3 grid(static_cast<unsigned>(plan.key_splits), static_cast<unsigned>(plan.tiles_in_flight),
                   static_cast<unsigned>(kv.num_kv_heads));
   KC_CUDA_RETURN_IF_ERROR(
-      prefill::launch_pooled_scores(element_type(q.dtype), q.head_dim, plan.pool_m_tiles, args, grid, stream));
+      prefill::launch_pooled_scores(element_type(q.dtype), q.head_dim, plan.pool_m_tiles, plan.wgmma, args, grid,
+                                      stream));
   return ok_status();
 }
 

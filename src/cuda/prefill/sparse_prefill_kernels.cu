@@ -1,18 +1,18 @@
 // src/cuda/prefill/sparse_prefill_kernels.cu — sparse (reuse) prefill over compact index rows plus local keys: the
 // kPV = true, kSparse = true instantiations of prefill_attention_kernel (attention_kernel.cuh) for
-// f16/bf16 × head dim 64/128. Entry points: prefill_ops.h. Tested by tests/cuda/test_prefill_*.cpp.
+// f16/bf16 × head dim 64/128 × (mma.sync | wgmma Q·Kᵀ). Entry points: prefill_ops.h. Tested by tests/cuda/test_prefill_*.cpp.
 #include "cuda/prefill/attention_dispatch.cuh"
 #include "cuda/prefill/prefill_launch.h"
 
 namespace kascade::cuda::prefill {
 
-cudaError_t launch_sparse_attention(ElementType type, int head_dim, const AttentionArgs& args, dim3 grid,
-                                   cudaStream_t stream) {
-  return launch_attention_instance<true, true>(type, head_dim, args, grid, stream);
+cudaError_t launch_sparse_attention(ElementType type, int head_dim, bool wgmma, const AttentionArgs& args,
+                                   dim3 grid, cudaStream_t stream) {
+  return launch_attention_instance<true, true>(type, head_dim, wgmma, args, grid, stream);
 }
 
-cudaError_t prepare_sparse_attention(ElementType type, int head_dim) {
-  return prepare_attention_instance<true, true>(type, head_dim);
+cudaError_t prepare_sparse_attention(ElementType type, int head_dim, bool wgmma) {
+  return prepare_attention_instance<true, true>(type, head_dim, wgmma);
 }
 
 }  // namespace kascade::cuda::prefill

@@ -1,0 +1,196 @@
+// kascade/runtime.h — the CPU runtime: load a Hugging Face Llama / Qwen3 checkpoint (or dummy
+// weights for any config.json), run batches of prompts through chunked prefill and decode with a
+// paged KV cache and any attention policy of DESIGN.md §2.4, sample, stream tokens, report speed
+// and the fraction of keys attended.
+//
+//   auto rt = Runtime::create(options);                 // config, weights, policy, limits
+//   auto result = (*rt)->generate(prompts, gen, callbacks);
+//   auto logits = (*rt)->teacher_forced(inputs);        // parity tests, evaluation
+//
+// Calls and modes: prefill feeds every sequence with prompt tokens left up to `chunk_size` of them
+// per forward call (a batch of prompts of different lengths is one varlen call; sequences whose
+// prompt is done wait), then decode feeds one token per unfinished sequence per call. The policy
+// sees ForwardMode::kPrefill for prefill calls and kDecode for decode calls. Chunks that are
+// multiples of the tile size keep chunked prefill equal to one-shot prefill (DESIGN.md §2.3).
+//
+// Limits: a prompt longer than max_context is refused (InvalidArgument naming both numbers);
+// generation stops when prompt + generated tokens reach max_context (FinishReason::kContext).
+// The KV cache of a call is sized for its own prompts (Σ min(prompt + max_new, max_context)) and
+// refused with ResourceExhausted when it cannot be allocated.
+//
+// Implementation: src/runtime/ (runtime.cpp, session.cpp, cache_attention.cpp, kv_cache.cpp,
+// sampler.cpp, policy_setup.cpp, report.cpp) over the forward pass of src/model/forward.h.
+// Tested by tests/unit/runtime/ (Hugging Face parity of every policy at a saturating budget,
+// generation, sampling, KV cache, reports).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kascade/dtype.h"
+#include "kascade/model_config.h"
+#include "kascade/policy.h"
+#include "kascade/status.h"
+
+namespace kascade {
+
+// Next-token sampling (applied in Hugging Face's order: temperature, top-k, top-p). temperature 0
+// is greedy (argmax, ties to the lower id). Each sequence of a batch draws from its own stream
+// (its index in the batch) of a generator seeded with `seed`.
+struct SamplerConfig {
+  float temperature = 0.0f;  // 0 → greedy; otherwise > 0
+  int32_t top_k = 0;         // 0 → off
+  float top_p = 1.0f;        // in (0, 1]; 1 → off
+  uint64_t seed = 0;
+};
+
+struct AttentionOptions {
+  std::string policy = "dense";     // one of policy_names() (kascade/policy.h)
+  std::string calibration_file;     // kascade variants: anchors and head maps from `kascade calibrate`
+  int32_t num_anchors = 0;          // with a calibration file: 0 → the file's default anchor count
+  std::vector<int32_t> anchors;     // kascade variants without a file: these anchors, identity head map
+  double topk_fraction = 0.10;      // rho of DESIGN.md §2.1, in (0, 1]
+  int64_t k_min = 128;
+  int32_t tile_size = 32;           // prefill tile T
+  bool rolling = true;              // rolling prefill budget k(s_t)
+};
+
+struct RuntimeOptions {
+  std::filesystem::path model_path;  // a model directory (config.json + safetensors) or a config.json
+  bool dummy_weights = false;        // random weights of the config's shapes instead of safetensors
+  DType dummy_dtype = DType::kBF16;
+  uint64_t dummy_seed = 0;
+  AttentionOptions attention;
+  int64_t max_context = 0;           // 0 → the config's max_position_embeddings
+  int32_t chunk_size = 512;          // prefill tokens per sequence per forward call (>= 1)
+  int32_t page_size = 16;            // KV cache page (power of two)
+  DType kv_dtype = DType::kF32;      // KV cache element type
+  int64_t widen_budget_bytes = int64_t{8} << 30;  // see src/model/model.h
+};
+
+struct GenerateOptions {
+  int32_t max_new_tokens = 128;
+  SamplerConfig sampler;
+  bool stop_at_eos = true;             // stop a sequence at the config's eos_token_ids
+  std::vector<int32_t> stop_tokens;    // further stop tokens
+};
+
+struct PrefillProgress {
+  int64_t done_tokens = 0;
+  int64_t total_tokens = 0;
+  double elapsed_s = 0.0;
+  double tokens_per_s() const { return elapsed_s > 0 ? static_cast<double>(done_tokens) / elapsed_s : 0.0; }
+  // Seconds left at the current rate (0 when done or unknown).
+  double eta_s() const {
+    const double rate = tokens_per_s();
+    return rate > 0 ? static_cast<double>(total_tokens - done_tokens) / rate : 0.0;
+  }
+};
+
+struct GenerateCallbacks {
+  std::function<void(int32_t sequence, int32_t token)> on_token;     // each generated token, in order
+  std::function<void(const PrefillProgress&)> on_prefill_progress;  // after each prefill call
+};
+
+enum class FinishReason : uint8_t { kLength = 0, kStopToken = 1, kContext = 2 };
+const char* finish_reason_name(FinishReason reason);  // "length", "stop", "context"
+
+// Attended keys of the layers of one role (kascade/policy.h LayerRole) in one mode.
+struct RoleAttended {
+  LayerRole role = LayerRole::kDense;
+  int32_t num_layers = 0;
+  AttendedCount count;
+};
+struct AttendedSummary {
+  std::vector<RoleAttended> prefill;  // roles that have layers, in enum order
+  std::vector<RoleAttended> decode;
+  AttendedCount prefill_total, decode_total;
+};
+
+// Where the time of one phase went (wall seconds inside the forward calls of that phase).
+struct PhaseTimings {
+  double matmul_s = 0.0;      // linear layers (sgemm)
+  double matmul_flops = 0.0;  // their FLOPs, 2·m·n·k
+  double attention_s = 0.0;   // K/V store + the policy's attention (selection included)
+  double other_s = 0.0;       // embedding, norms, RoPE, SiLU, residual adds, logits rows
+  double matmul_gflops() const { return matmul_s > 0 ? matmul_flops / matmul_s / 1e9 : 0.0; }
+};
+
+struct GenerateStats {
+  int64_t prefill_tokens = 0;
+  double prefill_s = 0.0;
+  int64_t decode_tokens = 0;  // tokens fed by decode calls (one per sequence per step)
+  int64_t decode_steps = 0;
+  double decode_s = 0.0;
+  AttendedSummary attended;
+  PhaseTimings prefill_timings, decode_timings;
+  double prefill_tokens_per_s() const { return prefill_s > 0 ? prefill_tokens / prefill_s : 0.0; }
+  double decode_tokens_per_s() const { return decode_s > 0 ? decode_tokens / decode_s : 0.0; }
+};
+
+struct GeneratedSequence {
+  std::vector<int32_t> tokens;  // generated tokens (a stop token that ended the sequence is not included)
+  FinishReason finish = FinishReason::kLength;
+};
+
+struct GenerateResult {
+  std::vector<GeneratedSequence> sequences;
+  GenerateStats stats;
+};
+
+// Teacher forcing: prefill `prompt`, then feed `continuation` one decode call per token.
+struct TeacherForcedInput {
+  std::vector<int32_t> prompt;        // >= 1 token
+  std::vector<int32_t> continuation;  // may be empty
+  int64_t first_logit_position = 0;   // logits of positions first .. prompt + continuation − 1
+};
+struct TeacherForcedOutput {
+  int64_t rows = 0;
+  std::vector<float> logits;  // [rows, vocab]; row r predicts the token after position first + r
+};
+
+// Per-layer observation of the residual stream (calibration's importance statistic).
+// x: [tokens, hidden] fp32 entering `layer`; attn: [tokens, hidden] fp32 attention block output.
+using LayerObserver = std::function<Status(int32_t layer, const float* x, const float* attn, int64_t tokens)>;
+
+class Runtime {
+ public:
+  // Loads and validates everything: config, weights (or dummy weights), the policy and its schedule
+  // (calibration file or anchors for the kascade variants; refused for other policies), limits.
+  static Result<std::unique_ptr<Runtime>> create(const RuntimeOptions& options);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const ModelConfig& config() const;
+  const RuntimeOptions& options() const;
+  int64_t max_context() const;
+  // One line: architecture, size, weights dtype and widening, policy and its schedule.
+  std::string describe() const;
+
+  // Generates for a batch of prompts (each >= 1 token id).
+  Result<GenerateResult> generate(const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& options,
+                                  const GenerateCallbacks& callbacks = {});
+
+  // Teacher-forced logits for a batch of sequences (prefill of the prompts, then one decode call
+  // per continuation token for all sequences that still have one).
+  Result<std::vector<TeacherForcedOutput>> teacher_forced(const std::vector<TeacherForcedInput>& inputs);
+
+  // The policy (its statistics, index snapshots) and a way to replace it (a recording policy for
+  // calibration); replacing validates that the new policy's config matches the model's shape.
+  AttentionPolicy& policy();
+  Status set_policy(std::unique_ptr<AttentionPolicy> policy);
+  // Observer called during every forward call (empty function: none).
+  void set_layer_observer(LayerObserver observer);
+
+ private:
+  struct Impl;
+  explicit Runtime(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kascade

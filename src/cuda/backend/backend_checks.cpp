@@ -1,0 +1,121 @@
+// src/cuda/backend/backend_checks.cpp — host-side acceptance checks of the CUDA backend
+// (backend_checks.h, and the no-GPU supports functions of cuda_backend.h).
+// Tested by tests/cuda/test_backend_ops.cpp.
+#include "cuda/backend/backend_checks.h"
+
+#include <string>
+
+#include "cuda/attention/decode_plan.h"
+
+namespace kascade {
+
+Status validate_cuda_backend_options(const CudaBackendOptions& options) {
+  KC_CHECK_ARG(options.device >= 0, "cuda backend: device is ", options.device, "; expected a device ordinal >= 0");
+  KC_CHECK_ARG(options.max_batch >= 1 && options.max_batch <= 65535, "cuda backend: max_batch is ",
+               options.max_batch, "; expected 1..65535");
+  KC_CHECK_ARG(options.max_seq_len >= 1 && options.max_seq_len <= (1 << 30), "cuda backend: max_seq_len is ",
+               options.max_seq_len, "; expected 1..2^30 (the longest kv_len any call may see)");
+  Status budget = validate_budget(options.budget);
+  if (!budget.ok()) return budget.with_context("cuda backend: options.budget");
+  return ok_status();
+}
+
+Status cuda_backend_supports_dtype(DType dtype) {
+  if (dtype == DType::kF16 || dtype == DType::kBF16) return ok_status();
+  return unsupported("cuda backend: dtype is ", dtype_name(dtype), "; the CUDA kernels take f16 and bf16");
+}
+
+Status cuda_backend_supports(BackendOp op, const AttentionShape& shape) {
+  const char* name = backend_op_name(op);
+  switch (op) {
+    case BackendOp::kSelectPrefill:
+    case BackendOp::kSparsePrefill:
+      return cuda::prefill_unsupported(name);
+    case BackendOp::kSelectPrefillOracle:
+      return unsupported("cuda backend, ", name,
+                         ": the prefill oracle needs the full score matrix and runs on the CPU backend only "
+                         "(--device cpu)");
+    case BackendOp::kDense:
+    case BackendOp::kSelectDecode:
+    case BackendOp::kSparseDecode:
+    case BackendOp::kSelectQuestDecode:
+    case BackendOp::kSelectLessIsMoreDecode:
+      break;
+  }
+  KC_CHECK_ARG(shape.num_kv_heads >= 1 && shape.num_heads >= 1 && shape.num_heads % shape.num_kv_heads == 0,
+               "cuda backend, ", name, ": ", shape.num_heads, " query heads over ", shape.num_kv_heads,
+               " KV heads is not a grouped-query layout");
+  cuda::DecodeShape decode;  // the decode kernels' limits that depend on the model alone
+  decode.dtype = DType::kBF16;
+  decode.batch = 1;
+  decode.num_heads = shape.num_heads;
+  decode.num_kv_heads = shape.num_kv_heads;
+  decode.head_dim = shape.head_dim;
+  decode.page_size = 16;
+  decode.max_seq_len = 1;
+  Status status = cuda::supports_decode(decode);
+  if (!status.ok()) return status.with_context(std::string("cuda backend, ") + name);
+  return ok_status();
+}
+
+}  // namespace kascade
+
+namespace kascade::cuda {
+
+Status prefill_unsupported(const char* op) {
+  return unsupported("cuda backend, ", op,
+                     ": prefill on CUDA: use --device cpu or wait for the prefill kernels");
+}
+
+Result<DecodeKey> check_decode_call(const QueryBatch& q, const PagedKv& kv, const CudaBackendOptions& options,
+                                    const char* op) {
+  KC_CHECK_ARG(q.batch >= 1, op, ": q.batch is ", q.batch, "; expected >= 1");
+  if (q.total_q != q.batch) {
+    Status refusal = prefill_unsupported(op);
+    return refusal.with_context(std::string("a call with ") + std::to_string(q.total_q) + " queries for " +
+                                std::to_string(q.batch) + " sequences is prefill");
+  }
+  Status dtype = cuda_backend_supports_dtype(q.dtype);
+  if (!dtype.ok()) return dtype.with_context(op);
+  KC_CHECK_ARG(kv.dtype == q.dtype, op, ": kv.dtype is ", dtype_name(kv.dtype), " but q.dtype is ",
+               dtype_name(q.dtype));
+  KC_CHECK_ARG(kv.head_dim == q.head_dim, op, ": kv.head_dim is ", kv.head_dim, " but q.head_dim is ", q.head_dim);
+  KC_CHECK_ARG(q.batch <= options.max_batch, op, ": the call has ", q.batch,
+               " sequences; the cuda backend was created for max_batch ", options.max_batch);
+  KC_CHECK_ARG(kv.page_size >= 1, op, ": kv.page_size is ", kv.page_size, "; expected >= 1");
+  const int64_t covered = static_cast<int64_t>(kv.max_pages_per_seq) * kv.page_size;
+  KC_CHECK_ARG(covered >= options.max_seq_len, op, ": the block table covers ", covered, " keys (",
+               kv.max_pages_per_seq, " pages of ", kv.page_size, "); the cuda backend was created for max_seq_len ",
+               options.max_seq_len);
+  AttentionShape shape{q.num_heads, kv.num_kv_heads, q.head_dim};
+  Status supported = cuda_backend_supports(BackendOp::kDense, shape);
+  if (!supported.ok()) return supported.with_context(op);
+  DecodeKey key;
+  key.dtype = q.dtype;
+  key.num_heads = q.num_heads;
+  key.num_kv_heads = kv.num_kv_heads;
+  key.head_dim = q.head_dim;
+  key.page_size = kv.page_size;
+  return key;
+}
+
+Status check_rows(const DecodeIndexRows& rows, int32_t batch, int32_t num_rows, const char* op) {
+  KC_CHECK_ARG(rows.indices != nullptr && rows.row_lens != nullptr, op,
+               ": rows.indices and rows.row_lens must be non-null");
+  KC_CHECK_ARG(rows.batch == batch, op, ": rows.batch is ", rows.batch, "; the call has ", batch, " sequences");
+  KC_CHECK_ARG(rows.num_rows == num_rows, op, ": rows.num_rows is ", rows.num_rows, "; expected ", num_rows);
+  KC_CHECK_ARG(rows.k_max >= 1, op, ": rows.k_max is ", rows.k_max, "; expected >= 1");
+  return ok_status();
+}
+
+Status check_k_per_seq(const int32_t* k_per_seq, int32_t batch, int32_t k_max, const char* op) {
+  KC_CHECK_ARG(k_per_seq != nullptr, op, ": k_per_seq must be non-null");
+  for (int32_t b = 0; b < batch; ++b) {
+    KC_CHECK_ARG(k_per_seq[b] >= 0, op, ": sequence ", b, " asks for ", k_per_seq[b], " indices");
+    KC_CHECK_ARG(k_per_seq[b] <= k_max, op, ": sequence ", b, " asks for ", k_per_seq[b],
+                 " indices; rows hold k_max = ", k_max);
+  }
+  return ok_status();
+}
+
+}  // namespace kascade::cuda

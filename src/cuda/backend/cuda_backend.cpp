@@ -1,0 +1,305 @@
+// src/cuda/backend/cuda_backend.cpp — CudaBackend (cuda_backend.h): memory, and each decode op
+// mapped onto the plan/run kernels of src/cuda/attention and src/cuda/kascade (plans from
+// DecodePlanCache) or the baseline selectors (quest_select.h, lessismore_select.h).
+// Tested by tests/cuda/test_backend_ops.cpp and test_backend_policies.cpp.
+#include "cuda/backend/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "cuda/backend/backend_checks.h"
+#include "cuda/backend/decode_plan_cache.h"
+#include "cuda/backend/device_memory.h"
+#include "cuda/backend/lessismore_select.h"
+#include "cuda/backend/quest_select.h"
+#include "cuda/common/cuda_status.h"
+#include "cuda/common/device_errors.h"
+
+namespace kascade {
+
+using cuda::DecodeKey;
+using cuda::DecodePlanCache;
+
+struct CudaBackend::State {
+  explicit State(const CudaBackendOptions& o)
+      : options(o), plans(o.max_batch, o.max_seq_len, o.budget, o.stream), k_host(static_cast<size_t>(o.max_batch)) {}
+
+  CudaBackendOptions options;
+  DecodePlanCache plans;
+  BackendBuffer k_device;               // [max_batch] int32: the selection sizes of the current op
+  BackendBuffer error_word;             // uint32: DeviceError bits of the baseline kernels
+  cuda::GrowingDeviceBuffer scratch_o;  // [max_batch, H, d]: dense output of a selection-only anchor
+  cuda::QuestSelector quest;
+  cuda::LessIsMoreSelector lessismore;
+  std::vector<int32_t> k_host;          // [max_batch] pageable staging of k_per_seq
+  int64_t allocations = 0;              // besides the plans' workspaces
+
+  cudaStream_t stream() const { return options.stream; }
+
+  Status activate() const {
+    KC_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+    return ok_status();
+  }
+
+  // Copies the host sizes into k_device (through pageable staging, so the caller's array is free
+  // again when this returns).
+  Result<const int32_t*> upload_k(const int32_t* k_per_seq, int32_t batch) {
+    std::copy(k_per_seq, k_per_seq + batch, k_host.begin());
+    KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(k_device.data(), k_host.data(), batch * sizeof(int32_t),
+                                            cudaMemcpyHostToDevice, stream()));
+    return k_device.as<const int32_t>();
+  }
+
+  Result<void*> selection_output(const DecodeKey& key) {
+    const size_t bytes = static_cast<size_t>(options.max_batch) * key.num_heads * key.head_dim * dtype_size(key.dtype);
+    KC_RETURN_IF_ERROR(scratch_o.ensure(bytes, "the selection-only scratch output", &allocations));
+    return scratch_o.data();
+  }
+
+  // The checks shared by the score-based selections: pooling, rows, sizes.
+  Status check_selection(const QueryBatch& q, const ScorePooling& pooling, const int32_t* k_per_seq,
+                         const DecodeIndexRows& rows, const char* op) const {
+    KC_CHECK_ARG(pooling.num_rows >= 1 && q.num_heads % pooling.num_rows == 0, op, ": pooling.num_rows is ",
+                 pooling.num_rows, "; it must divide the ", q.num_heads, " query heads");
+    KC_RETURN_IF_ERROR(cuda::check_rows(rows, q.batch, pooling.num_rows, op));
+    return cuda::check_k_per_seq(k_per_seq, q.batch, rows.k_max, op);
+  }
+
+  // One anchor pipeline run: selection into `rows` (granularity of the plan) and the output.
+  Status run_anchor(const DecodeKey& key, const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                    const ScorePooling& pooling, const int32_t* k_per_seq, const DecodeIndexRows& rows,
+                    bool dense_output, const int32_t* head_map, const AttentionOutput& out) {
+    KC_ASSIGN_OR_RETURN(const DecodePlanCache::Anchor* anchor, plans.anchor(key, pooling, dense_output));
+    KC_ASSIGN_OR_RETURN(const int32_t* k_device, upload_k(k_per_seq, q.batch));
+    DecodeIndexRows own = rows;
+    own.granularity = anchor->plan.granularity;
+    cuda::AnchorRunExtras extras;
+    extras.k_per_seq = k_device;
+    extras.head_map = dense_output ? nullptr : head_map;
+    return cuda::anchor_decode(anchor->plan, q, kv, params, own, out, extras, anchor->workspace.data(), stream());
+  }
+};
+
+namespace {
+
+Status in_op(Status status, const char* op) {
+  if (!status.ok()) status.with_context(std::string("cuda backend, ") + op);
+  return status;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOptions& options) {
+  KC_RETURN_IF_ERROR(validate_cuda_backend_options(options));
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    return unsupported("cuda backend: no CUDA device is available (",
+                       error != cudaSuccess ? cudaGetErrorString(error) : "the runtime reports 0 devices",
+                       "); use --device cpu");
+  }
+  KC_CHECK_ARG(options.device < count, "cuda backend: device is ", options.device, "; this machine has ", count,
+               " CUDA device(s)");
+  auto state = std::make_unique<State>(options);
+  KC_RETURN_IF_ERROR(state->activate());
+  KC_ASSIGN_OR_RETURN(state->k_device,
+                      cuda::device_allocate(static_cast<size_t>(options.max_batch) * sizeof(int32_t), "k_per_seq"));
+  KC_ASSIGN_OR_RETURN(state->error_word, cuda::device_allocate(sizeof(uint32_t), "the baseline error word"));
+  state->allocations = 2;
+  KC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(state->error_word.data(), 0, sizeof(uint32_t), options.stream));
+  KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(options.stream));
+  return std::shared_ptr<CudaBackend>(new CudaBackend(std::move(state)));
+}
+
+CudaBackend::CudaBackend(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+CudaBackend::~CudaBackend() {
+  if (state_ && state_->activate().ok()) (void)cudaStreamSynchronize(state_->stream());  // no free under a running kernel
+}
+
+const CudaBackendOptions& CudaBackend::options() const { return state_->options; }
+
+int64_t CudaBackend::internal_allocations() const { return state_->allocations + state_->plans.allocations(); }
+
+Status CudaBackend::supports(BackendOp op, const AttentionShape& shape) const { return cuda_backend_supports(op, shape); }
+
+Status CudaBackend::check_device_errors() {
+  KC_RETURN_IF_ERROR(state_->activate());
+  KC_ASSIGN_OR_RETURN(uint32_t bits, state_->plans.read_errors());
+  uint32_t baseline = 0;
+  KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&baseline, state_->error_word.data(), sizeof(uint32_t),
+                                          cudaMemcpyDeviceToHost, state_->stream()));
+  KC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(state_->error_word.data(), 0, sizeof(uint32_t), state_->stream()));
+  KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(state_->stream()));
+  bits |= baseline;
+  if (bits == 0) return ok_status();
+  return out_of_range("cuda backend: the kernels met bad device data since the last check (",
+                      cuda::describe_device_errors(bits),
+                      "); the results of those ops are unspecified. Check kv_lens against max_seq_len ",
+                      state_->options.max_seq_len, ", block tables, index rows and head maps");
+}
+
+Status CudaBackend::finish_op(Status status) {
+  if (!status.ok() || !state_->options.check_errors_every_op) return status;
+  return check_device_errors();
+}
+
+// ---- memory ----
+
+Result<BackendBuffer> CudaBackend::allocate(size_t bytes) {
+  KC_CHECK_ARG(bytes >= 1, "cuda backend: allocate of 0 bytes");
+  KC_RETURN_IF_ERROR(state_->activate());
+  return cuda::device_allocate(bytes, "allocate()");
+}
+
+Status CudaBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return ok_status();
+  KC_CHECK_ARG(dst != nullptr && src != nullptr, "cuda backend: copy_from_host of ", bytes,
+               " bytes with a null pointer");
+  KC_RETURN_IF_ERROR(state_->activate());
+  KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, state_->stream()));
+  // From pageable memory the runtime stages the bytes before returning; from pinned memory the copy
+  // reads src later, so wait: the caller may reuse src as soon as this returns.
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, src) != cudaSuccess) {
+    (void)cudaGetLastError();
+    attributes.type = cudaMemoryTypeUnregistered;
+  }
+  if (attributes.type == cudaMemoryTypeHost) KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(state_->stream()));
+  return ok_status();
+}
+
+Status CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return ok_status();
+  KC_CHECK_ARG(dst != nullptr && src != nullptr, "cuda backend: copy_to_host of ", bytes,
+               " bytes with a null pointer");
+  KC_RETURN_IF_ERROR(state_->activate());
+  KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, state_->stream()));
+  KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(state_->stream()));
+  return check_device_errors();
+}
+
+// ---- attention ----
+
+Status CudaBackend::dense(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                          const AttentionOutput& out) {
+  constexpr const char* kOp = "dense";
+  KC_RETURN_IF_ERROR(state_->activate());
+  KC_ASSIGN_OR_RETURN(const DecodeKey key, cuda::check_decode_call(q, kv, state_->options, kOp));
+  KC_ASSIGN_OR_RETURN(const DecodePlanCache::Dense* plan, state_->plans.dense(key));
+  return finish_op(
+      in_op(cuda::dense_decode(plan->plan, q, kv, params, out, plan->workspace.data(), state_->stream()), kOp));
+}
+
+Status CudaBackend::sparse_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                                  const DecodeIndexRows& rows, const int32_t* head_map, const AttentionOutput& out) {
+  constexpr const char* kOp = "sparse_decode";
+  KC_RETURN_IF_ERROR(state_->activate());
+  KC_ASSIGN_OR_RETURN(const DecodeKey key, cuda::check_decode_call(q, kv, state_->options, kOp));
+  KC_RETURN_IF_ERROR(cuda::check_rows(rows, q.batch, rows.num_rows, kOp));
+  KC_ASSIGN_OR_RETURN(const DecodePlanCache::Sparse* plan, state_->plans.sparse(key, rows.granularity));
+  return finish_op(in_op(cuda::sparse_decode(plan->plan, q, kv, params, rows, head_map, out,
+                                             plan->workspace.data(), state_->stream()),
+                         kOp));
+}
+
+Status CudaBackend::sparse_prefill(const QueryBatch&, const PagedKv&, const AttentionParams&,
+                                   const PrefillIndexRows&, const int32_t*, const AttentionOutput&) {
+  return cuda::prefill_unsupported("sparse_prefill");
+}
+
+// ---- selection ----
+
+Status CudaBackend::select_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                                  const ScorePooling& pooling, const int32_t* k_per_seq, const DecodeIndexRows& rows) {
+  constexpr const char* kOp = "select_decode";
+  KC_RETURN_IF_ERROR(state_->activate());
+  KC_ASSIGN_OR_RETURN(const DecodeKey key, cuda::check_decode_call(q, kv, state_->options, kOp));
+  KC_RETURN_IF_ERROR(state_->check_selection(q, pooling, k_per_seq, rows, kOp));
+  // The anchor pipeline with a dense output into scratch: the scoring pass then also reads V, the
+  // price of one plan shared with the layer-0 anchors.
+  KC_ASSIGN_OR_RETURN(void* scratch, state_->selection_output(key));
+  const AttentionOutput out{scratch, key.dtype, nullptr};
+  return finish_op(in_op(state_->run_anchor(key, q, kv, params, pooling, k_per_seq, rows, /*dense_output=*/true,
+                                            nullptr, out),
+                         kOp));
+}
+
+Status CudaBackend::select_prefill(const QueryBatch&, const PagedKv&, const AttentionParams&, const ScorePooling&,
+                                   const PrefillIndexRows&) {
+  return cuda::prefill_unsupported("select_prefill");
+}
+
+Status CudaBackend::select_prefill_oracle(const QueryBatch&, const PagedKv&, const AttentionParams&,
+                                          const PrefillIndexRows&) {
+  return cuda_backend_supports(BackendOp::kSelectPrefillOracle, AttentionShape{});
+}
+
+Status CudaBackend::select_quest_decode(const QueryBatch& q, const PagedKv& kv, int32_t page_size,
+                                        const int32_t* k_per_seq, const DecodeIndexRows& rows) {
+  constexpr const char* kOp = "select_quest_decode";
+  KC_RETURN_IF_ERROR(state_->activate());
+  KC_ASSIGN_OR_RETURN(const DecodeKey key, cuda::check_decode_call(q, kv, state_->options, kOp));
+  KC_RETURN_IF_ERROR(cuda::check_rows(rows, q.batch, q.num_heads, kOp));
+  KC_RETURN_IF_ERROR(cuda::check_k_per_seq(k_per_seq, q.batch, rows.k_max, kOp));
+  KC_ASSIGN_OR_RETURN(const int32_t* k_device, state_->upload_k(k_per_seq, q.batch));
+  return finish_op(in_op(state_->quest.run(key, q, kv, page_size, k_device, rows, state_->options.max_batch,
+                                           state_->options.max_seq_len, state_->error_word.as<uint32_t>(),
+                                           &state_->allocations, state_->stream()),
+                         kOp));
+}
+
+Status CudaBackend::select_lessismore_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                                             const int32_t* k_per_seq, int32_t num_sinks,
+                                             const DecodeIndexRows& rows) {
+  constexpr const char* kOp = "select_lessismore_decode";
+  KC_RETURN_IF_ERROR(state_->activate());
+  KC_ASSIGN_OR_RETURN(const DecodeKey key, cuda::check_decode_call(q, kv, state_->options, kOp));
+  KC_RETURN_IF_ERROR(cuda::check_rows(rows, q.batch, 1, kOp));
+  KC_CHECK_ARG(k_per_seq != nullptr, kOp, ": k_per_seq must be non-null");
+  return finish_op(in_op(state_->lessismore.run(state_->plans, key, q, kv, params, k_per_seq, num_sinks, rows,
+                                                state_->k_device.as<int32_t>(), state_->options.max_batch,
+                                                state_->options.max_seq_len, &state_->allocations,
+                                                state_->stream()),
+                         kOp));
+}
+
+// ---- fused anchors ----
+
+Status CudaBackend::anchor_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                                  const ScorePooling& pooling, const int32_t* k_per_seq, const DecodeIndexRows& rows,
+                                  AnchorOutput output, const int32_t* head_map, const AttentionOutput& out) {
+  constexpr const char* kOp = "anchor_decode";
+  KC_RETURN_IF_ERROR(state_->activate());
+  KC_ASSIGN_OR_RETURN(const DecodeKey key, cuda::check_decode_call(q, kv, state_->options, kOp));
+  KC_RETURN_IF_ERROR(state_->check_selection(q, pooling, k_per_seq, rows, kOp));
+  const bool dense_output = output == AnchorOutput::kDense;
+  if (!dense_output) {
+    // The fused sparse output reads the fresh rows as sparse_decode would only when the layouts
+    // agree; otherwise compose select_decode + sparse_decode (which validate the rest).
+    const int32_t r = pooling.num_rows, h = key.num_heads, g = key.num_kv_heads;
+    const bool per_head = r == h && h != g;
+    const bool fused = per_head ? rows.granularity == IndexGranularity::kPerQueryHead && head_map == nullptr
+                                : (rows.granularity == IndexGranularity::kPerKvGroup || h == g) && g % r == 0 &&
+                                      (head_map != nullptr || r == g);
+    if (!fused) return AttentionBackend::anchor_decode(q, kv, params, pooling, k_per_seq, rows, output, head_map, out);
+  }
+  return finish_op(
+      in_op(state_->run_anchor(key, q, kv, params, pooling, k_per_seq, rows, dense_output, head_map, out), kOp));
+}
+
+Status CudaBackend::anchor_prefill(const QueryBatch&, const PagedKv&, const AttentionParams&, const ScorePooling&,
+                                   const PrefillIndexRows&, AnchorOutput, const int32_t*, const AttentionOutput&) {
+  return cuda::prefill_unsupported("anchor_prefill");
+}
+
+Result<std::shared_ptr<AttentionBackend>> make_cuda_backend(const CudaBackendOptions& options) {
+  KC_ASSIGN_OR_RETURN(std::shared_ptr<CudaBackend> backend, CudaBackend::create(options));
+  return std::shared_ptr<AttentionBackend>(std::move(backend));
+}
+
+}  // namespace kascade

@@ -1,0 +1,120 @@
+// src/cuda/backend/cuda_backend.h — the CUDA implementation of kascade::AttentionBackend
+// (include/kascade/backend.h) for decode, so that every policy decodes on the GPU:
+//   memory      cudaMalloc-backed BackendBuffers, host <-> device copies on the backend's stream;
+//   dense       split-KV decode + in-kernel merge (cuda/attention/dense_decode.h);
+//   select_decode / anchor_decode   exact LSE, pooled post-softmax scores (sum per KV group, sum
+//               or max over all heads, or per query head) and the radix Top-k on the GPU
+//               (cuda/kascade/anchor_decode.h); the anchor op is fused: layer-0 dense + select
+//               and select + sparse output run as one pipeline without a host round trip;
+//   sparse_decode   the gather kernel over index rows through the head map
+//               (cuda/kascade/sparse_decode.h), per KV group or per query head;
+//   select_quest_decode   per-page channel min/max and page scores in fp64 on the GPU, whole
+//               pages taken in score order on the GPU (quest_select.h);
+//   select_lessismore_decode   per-head scores and per-head Top-m on the GPU, the rank-by-rank
+//               merge on the host over the downloaded rankings (lessismore_select.h).
+// Prefill ops (dense with several queries per sequence, select_prefill, sparse_prefill,
+// anchor_prefill) and the prefill oracle return kUnsupported naming the op; supports() says so.
+//
+// Plans are made on first use of each (dtype, heads, head dim, KV page size, op variant) for the
+// declared max_batch and max_seq_len, and their workspaces allocated then; after that the ops
+// allocate nothing (internal_allocations() stays constant). The selection ops upload the host
+// k_per_seq array into a preallocated device buffer (pageable cudaMemcpyAsync), so a step through
+// this backend is not CUDA-graph capturable as is; the plan/run kernels below it are.
+// Device-side bad data (a kv_len above max_seq_len, an index outside its sequence, a page id
+// outside the cache) sets bits in the kernels' error words: copy_to_host (which waits for the
+// stream anyway) and check_device_errors() turn them into a Status; check_errors_every_op does
+// it after every op (synchronising).
+// Tested by tests/cuda/test_backend_policies.cpp (every policy through make_policy, CPU backend vs
+// CUDA backend) and tests/cuda/test_backend_ops.cpp (ops, refusals, errors, allocation counts).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "kascade/backend.h"
+#include "kascade/budget.h"
+#include "kascade/dtype.h"
+#include "kascade/status.h"
+
+namespace kascade {
+
+struct CudaBackendOptions {
+  int32_t device = 0;             // CUDA device ordinal the backend runs on
+  cudaStream_t stream = nullptr;  // every op runs on this stream (null: the legacy default stream)
+  int32_t max_batch = 1;          // most sequences one call may carry
+  int32_t max_seq_len = 0;        // longest kv_len any call may see; block tables must cover it
+  Budget budget;                  // the policies' Top-k budget: tunes the split of sparse passes
+                                  // (speed only; ops honour whatever k they are given)
+  bool check_errors_every_op = false;  // wait after each op and report device error bits
+};
+
+// Checks device >= 0, 1 <= max_batch <= 65535, 1 <= max_seq_len <= 2^30, a valid budget. No GPU needed.
+Status validate_cuda_backend_options(const CudaBackendOptions& options);
+
+// What CudaBackend::supports() answers, without a device: OK for the decode ops when the decode
+// kernels are built for the shape (head_dim 64/128, GQA group size 1..8), kUnsupported naming the
+// value otherwise; kUnsupported for the prefill ops and the prefill oracle.
+Status cuda_backend_supports(BackendOp op, const AttentionShape& shape);
+// OK for f16 and bf16; kUnsupported naming the dtype otherwise (the kernels take no f32). No GPU needed.
+Status cuda_backend_supports_dtype(DType dtype);
+
+class CudaBackend final : public AttentionBackend {
+ public:
+  // Selects options.device and allocates the k_per_seq upload buffer; fails without a device.
+  static Result<std::shared_ptr<CudaBackend>> create(const CudaBackendOptions& options);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  const char* name() const override { return "cuda"; }
+  Status supports(BackendOp op, const AttentionShape& shape) const override;
+
+  Result<BackendBuffer> allocate(size_t bytes) override;
+  Status copy_from_host(void* dst, const void* src, size_t bytes) override;
+  // Waits for the stream, copies, then reports any device error bits set since the last check.
+  Status copy_to_host(void* dst, const void* src, size_t bytes) override;
+
+  Status dense(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+               const AttentionOutput& out) override;
+  Status sparse_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                       const DecodeIndexRows& rows, const int32_t* head_map, const AttentionOutput& out) override;
+  Status sparse_prefill(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                        const PrefillIndexRows& rows, const int32_t* head_map, const AttentionOutput& out) override;
+  Status select_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                       const ScorePooling& pooling, const int32_t* k_per_seq, const DecodeIndexRows& rows) override;
+  Status select_prefill(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                        const ScorePooling& pooling, const PrefillIndexRows& rows) override;
+  Status select_prefill_oracle(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                               const PrefillIndexRows& rows) override;
+  Status select_quest_decode(const QueryBatch& q, const PagedKv& kv, int32_t page_size, const int32_t* k_per_seq,
+                             const DecodeIndexRows& rows) override;
+  Status select_lessismore_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                                  const int32_t* k_per_seq, int32_t num_sinks, const DecodeIndexRows& rows) override;
+  Status anchor_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                       const ScorePooling& pooling, const int32_t* k_per_seq, const DecodeIndexRows& rows,
+                       AnchorOutput output, const int32_t* head_map, const AttentionOutput& out) override;
+  Status anchor_prefill(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                        const ScorePooling& pooling, const PrefillIndexRows& rows, AnchorOutput output,
+                        const int32_t* head_map, const AttentionOutput& out) override;
+
+  const CudaBackendOptions& options() const;
+  // Waits for the stream, reads and clears every error word of the backend's kernels; a Status
+  // naming the bits (kv_len out of range, index entry out of range, ...) when any was set.
+  Status check_device_errors();
+  // Device allocations the backend made for its own plans, workspaces and scratch (not those of
+  // allocate()). Constant once every op variant in use has run once.
+  int64_t internal_allocations() const;
+
+ private:
+  struct State;
+  explicit CudaBackend(std::unique_ptr<State> state);
+  Status finish_op(Status status);
+  std::unique_ptr<State> state_;
+};
+
+// The factory the runtime calls (under #ifdef KASCADE_HAVE_CUDA).
+Result<std::shared_ptr<AttentionBackend>> make_cuda_backend(const CudaBackendOptions& options);
+
+}  // namespace kascade

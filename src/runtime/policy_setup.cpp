@@ -1,0 +1,95 @@
+// src/runtime/policy_setup.cpp — attention options → PolicyConfig (src/runtime/policy_setup.h).
+// Tested by tests/unit/runtime/test_policy_setup.cpp.
+#include "runtime/policy_setup.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "kascade/calibration.h"
+#include "policy/policy_program.h"
+
+namespace kascade::runtime {
+namespace {
+
+std::string join(const std::vector<int32_t>& values) {
+  std::ostringstream os;
+  for (size_t i = 0; i < values.size(); ++i) os << (i ? "," : "") << values[i];
+  return os.str();
+}
+
+Result<Schedule> schedule_from_file(const ModelConfig& model, const AttentionOptions& options, std::string* note) {
+  auto file = calib::read_calibration_file(options.calibration_file);
+  if (!file.ok()) {
+    Status s = file.status();
+    return s.with_context("calibration file " + options.calibration_file);
+  }
+  const calib::ModelIdentity& id = file->model;
+  if (id.num_layers != model.num_hidden_layers || id.num_kv_heads != model.num_key_value_heads ||
+      id.num_heads != model.num_attention_heads || id.head_dim != model.head_dim)
+    return invalid_argument("calibration file ", options.calibration_file, " describes a model with ", id.num_layers,
+                            " layers, ", id.num_heads, " heads, ", id.num_kv_heads, " KV heads of dim ", id.head_dim,
+                            " ('", id.name, "'); this model has ", model.num_hidden_layers, " layers, ",
+                            model.num_attention_heads, " heads, ", model.num_key_value_heads, " KV heads of dim ",
+                            model.head_dim);
+  const int32_t wanted = options.num_anchors > 0 ? options.num_anchors : file->default_num_anchors;
+  const calib::AnchorSet* set = file->find_anchor_set(wanted);
+  if (set == nullptr) {
+    std::vector<int32_t> available;
+    for (const auto& s : file->anchor_sets) available.push_back(static_cast<int32_t>(s.anchors.size()));
+    return invalid_argument("calibration file ", options.calibration_file, " has no anchor set with ", wanted,
+                            " anchors; it has ", available.empty() ? std::string("none") : join(available));
+  }
+  *note = "anchors " + join(set->anchors) + " from " + options.calibration_file;
+  return Schedule{set->anchors, set->head_map};
+}
+
+}  // namespace
+
+Result<PolicySetup> build_policy_config(const ModelConfig& model, const AttentionOptions& options) {
+  const auto& names = policy_names();
+  if (std::find(names.begin(), names.end(), options.policy) == names.end()) {
+    std::ostringstream os;
+    for (size_t i = 0; i < names.size(); ++i) os << (i ? ", " : "") << names[i];
+    return invalid_argument("unknown attention policy '", options.policy, "'; expected one of ", os.str());
+  }
+  PolicySetup setup;
+  PolicyConfig& c = setup.config;
+  c.name = options.policy;
+  c.num_layers = static_cast<int32_t>(model.num_hidden_layers);
+  c.num_heads = static_cast<int32_t>(model.num_attention_heads);
+  c.num_kv_heads = static_cast<int32_t>(model.num_key_value_heads);
+  c.head_dim = static_cast<int32_t>(model.head_dim);
+  auto ppm = fraction_to_ppm(options.topk_fraction);
+  if (!ppm.ok()) {
+    Status s = ppm.status();
+    return s.with_context("--topk-fraction");
+  }
+  c.budget.rho_ppm = *ppm;
+  c.budget.k_min = options.k_min;
+  c.tile_size = options.tile_size;
+  c.rolling = options.rolling;
+
+  const bool has_file = !options.calibration_file.empty();
+  const bool has_anchors = !options.anchors.empty();
+  const bool uses_schedule = policy::policy_uses_schedule(options.policy);
+  KC_CHECK_ARG(!(has_file && has_anchors), "give either a calibration file or --anchors, not both");
+  KC_CHECK_ARG(options.num_anchors >= 0, "the anchor count ", options.num_anchors, " is negative");
+  KC_CHECK_ARG(options.num_anchors == 0 || has_file, "an anchor count applies to a calibration file only");
+  if (!uses_schedule) {
+    KC_CHECK_ARG(!has_file && !has_anchors, "attention policy '", options.policy,
+                 "' uses no anchors: --calibration and --anchors apply to the kascade policies only");
+  } else if (has_file) {
+    KC_ASSIGN_OR_RETURN(c.schedule, schedule_from_file(model, options, &setup.schedule_note));
+  } else if (has_anchors) {
+    KC_ASSIGN_OR_RETURN(c.schedule, identity_schedule(options.anchors, c.num_layers, c.num_kv_heads));
+    setup.schedule_note = "anchors " + join(options.anchors) + " (identity head map)";
+  } else {
+    return invalid_argument("attention policy '", options.policy,
+                            "' needs anchor layers: pass a calibration file made by `kascade calibrate` "
+                            "(--calibration FILE), or --anchors 0,L1,L2,... for an identity head map");
+  }
+  KC_RETURN_IF_ERROR(validate_policy_config(c));
+  return setup;
+}
+
+}  // namespace kascade::runtime

@@ -1,0 +1,27 @@
+// src/runtime/policy_setup.h — turns the user's attention options (`--attention`, `--calibration`,
+// `--anchors`, `--topk-fraction`, `--tile`, ...) into a validated PolicyConfig for a model:
+//   - the budget: rho from --topk-fraction (parts per million), k_min;
+//   - the schedule of the kascade variants: the anchor set of a calibration file (its default
+//     anchor count unless num_anchors says otherwise; the file must describe a model of the same
+//     layer count, head counts and head dim), or the given anchors with the identity head map;
+//     a kascade variant with neither is refused with a message saying how to make one, a
+//     schedule given to a policy that reads none is refused, and so is giving both.
+// Tested by tests/unit/runtime/test_policy_setup.cpp.
+#pragma once
+
+#include <string>
+
+#include "kascade/model_config.h"
+#include "kascade/policy.h"
+#include "kascade/runtime.h"
+
+namespace kascade::runtime {
+
+struct PolicySetup {
+  PolicyConfig config;
+  std::string schedule_note;  // "anchors 0,2,5 from calib.json (5 anchors)", "anchors 0,2 (identity head map)", ""
+};
+
+Result<PolicySetup> build_policy_config(const ModelConfig& model, const AttentionOptions& options);
+
+}  // namespace kascade::runtime

@@ -1,0 +1,524 @@
+// tests/cuda/test_backend_ops.cpp — the CUDA backend's ops one by one (src/cuda/backend/):
+//   - supports(): the decode ops for the shapes the kernels are built for; refusals naming the value
+//     (head_dim 96, GQA group size 9, dtype f32) and the prefill ops (no GPU needed: these run in CI);
+//     option validation; the LessIsMore row equivalence helper on hand-made rows;
+//   - on the GPU, each against the CPU backend on the same data (host views vs device views):
+//     select_decode for every pooling (per KV group, all heads sum / max, per query head, and a
+//     row count that divides neither G nor equals H) as tie-aware Top-k sets against fp64 pooled
+//     scores; anchor_decode fused (dense and sparse outputs) and composed (a layout the fused
+//     kernel does not read) with outputs against fp64 by the FA3 rule; Quest rows exactly equal
+//     (several page sizes, k = 0, budget, n); LessIsMore rows (sinks 0 / 4 / 7, k = 0, 3, budget,
+//     n) up to near-ties; refusals of prefill calls and bad views; device errors surfacing at the
+//     next host read or after every op; memory round trips (pageable and pinned sources).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "cuda/backend/cuda_backend.h"
+#include "cuda_test_support.h"
+#include "policy/cpu_backend.h"
+#include "test_backend_support.h"
+#include "testing/harness.h"
+
+namespace kascade::testing {
+namespace {
+
+::testing::AssertionResult refused_naming(const Status& status, StatusCode code, const std::string& needle) {
+  if (status.ok()) return ::testing::AssertionFailure() << "accepted; expected a refusal naming '" << needle << "'";
+  if (status.code() != code) return ::testing::AssertionFailure() << "wrong code: " << status.to_string();
+  if (status.message().find(needle) == std::string::npos)
+    return ::testing::AssertionFailure() << "message does not name '" << needle << "': " << status.message();
+  return ::testing::AssertionSuccess();
+}
+
+const BackendOp kDecodeOps[] = {BackendOp::kDense, BackendOp::kSelectDecode, BackendOp::kSparseDecode,
+                                BackendOp::kSelectQuestDecode, BackendOp::kSelectLessIsMoreDecode};
+
+// ---- no GPU needed ----
+
+TEST(CudaBackendSupport, AcceptsTheDecodeShapesTheKernelsAreBuiltFor) {
+  for (BackendOp op : kDecodeOps) {
+    for (int32_t d : {64, 128}) {
+      for (int32_t g = 1; g <= 8; ++g) {
+        const AttentionShape shape{4 * g, 4, d};
+        const Status s = cuda_backend_supports(op, shape);
+        EXPECT_TRUE(s.ok()) << backend_op_name(op) << " d " << d << " g " << g << ": " << s.to_string();
+      }
+    }
+  }
+  EXPECT_TRUE(cuda_backend_supports_dtype(DType::kF16).ok());
+  EXPECT_TRUE(cuda_backend_supports_dtype(DType::kBF16).ok());
+}
+
+TEST(CudaBackendSupport, RefusesShapesNamingTheValue) {
+  for (BackendOp op : kDecodeOps) {
+    SCOPED_TRACE(backend_op_name(op));
+    EXPECT_TRUE(refused_naming(cuda_backend_supports(op, {32, 8, 96}), StatusCode::kUnsupported, "head_dim is 96"));
+    EXPECT_TRUE(refused_naming(cuda_backend_supports(op, {36, 4, 128}), StatusCode::kUnsupported,
+                               "GQA group size is 9"));
+    EXPECT_TRUE(refused_naming(cuda_backend_supports(op, {10, 4, 128}), StatusCode::kInvalidArgument,
+                               "10 query heads over 4 KV heads"));
+    EXPECT_TRUE(refused_naming(cuda_backend_supports(op, {32, 8, 96}), StatusCode::kUnsupported, backend_op_name(op)));
+  }
+  EXPECT_TRUE(refused_naming(cuda_backend_supports_dtype(DType::kF32), StatusCode::kUnsupported, "dtype is f32"));
+}
+
+TEST(CudaBackendSupport, RefusesThePrefillOpsNamingThem) {
+  const AttentionShape llama{32, 8, 128};
+  for (BackendOp op : {BackendOp::kSelectPrefill, BackendOp::kSparsePrefill}) {
+    const Status s = cuda_backend_supports(op, llama);
+    EXPECT_TRUE(refused_naming(s, StatusCode::kUnsupported, backend_op_name(op)));
+    EXPECT_TRUE(refused_naming(s, StatusCode::kUnsupported,
+                               "prefill on CUDA: use --device cpu or wait for the prefill kernels"));
+  }
+  EXPECT_TRUE(refused_naming(cuda_backend_supports(BackendOp::kSelectPrefillOracle, llama), StatusCode::kUnsupported,
+                             "runs on the CPU backend only"));
+}
+
+TEST(CudaBackendSupport, ValidatesItsOptions) {
+  CudaBackendOptions good;
+  good.max_seq_len = 4096;
+  EXPECT_TRUE(validate_cuda_backend_options(good).ok());
+  CudaBackendOptions o = good;
+  o.max_seq_len = 0;
+  EXPECT_TRUE(refused_naming(validate_cuda_backend_options(o), StatusCode::kInvalidArgument, "max_seq_len is 0"));
+  o = good;
+  o.max_batch = 0;
+  EXPECT_TRUE(refused_naming(validate_cuda_backend_options(o), StatusCode::kInvalidArgument, "max_batch is 0"));
+  o = good;
+  o.device = -1;
+  EXPECT_TRUE(refused_naming(validate_cuda_backend_options(o), StatusCode::kInvalidArgument, "device is -1"));
+  o = good;
+  o.budget.rho_ppm = 0;
+  EXPECT_TRUE(refused_naming(validate_cuda_backend_options(o), StatusCode::kInvalidArgument, "options.budget"));
+  // Invalid options are refused before any device is touched.
+  EXPECT_TRUE(refused_naming(CudaBackend::create(o).status(), StatusCode::kInvalidArgument, "options.budget"));
+}
+
+TEST(CudaBackendSupport, CreateNeedsADevice) {
+  CudaBackendOptions options;
+  options.max_seq_len = 128;
+  auto backend = make_cuda_backend(options);
+  if (cuda_device_available()) {
+    EXPECT_TRUE(backend.ok()) << backend.status().to_string();
+  } else {
+    EXPECT_TRUE(refused_naming(backend.status(), StatusCode::kUnsupported, "no CUDA device"));
+  }
+}
+
+TEST(CudaBackendSupport, LessIsMoreEquivalenceAcceptsNearTiesOnly) {
+  // Two heads over n = 10 keys; k = 8 → recent window 2 (keys 8, 9); sinks 1 (key 0).
+  const int64_t n = 10;
+  std::vector<double> probs(2 * n);
+  for (int64_t i = 0; i < 2 * n; ++i) probs[i] = 0.01 * (1.0 + 0.1 * static_cast<double>(i));  // no accidental ties
+  probs[3] = 0.2;
+  probs[4] = 0.2 * (1 + 1e-7);  // head 0: keys 3 and 4 nearly tied
+  probs[n + 5] = 0.3;           // head 1: key 5 far above key 6
+  probs[n + 6] = 0.1;
+  const std::vector<int32_t> want = {0, 3, 5, 8, 9};
+  EXPECT_TRUE(lessismore_rows_equivalent(want, want, probs, 2, n, 8, 1, 1e-4));
+  EXPECT_TRUE(lessismore_rows_equivalent({0, 4, 5, 8, 9}, want, probs, 2, n, 8, 1, 1e-4));
+  EXPECT_FALSE(lessismore_rows_equivalent({0, 3, 6, 8, 9}, want, probs, 2, n, 8, 1, 1e-4));
+  EXPECT_FALSE(lessismore_rows_equivalent({1, 3, 5, 8, 9}, want, probs, 2, n, 8, 1, 1e-4)) << "sink missing";
+  EXPECT_FALSE(lessismore_rows_equivalent({0, 3, 5, 8}, want, probs, 2, n, 8, 1, 1e-4)) << "size";
+}
+
+// ---- on the GPU ----
+
+struct OpProblem {
+  std::unique_ptr<DecodeProblem> problem;
+  std::shared_ptr<CudaBackend> cuda;
+  CpuBackend cpu;
+};
+
+OpProblem make_op_problem(const DecodeCase& c, std::mt19937_64& rng, bool check_every_op = false) {
+  OpProblem op;
+  op.problem = std::make_unique<DecodeProblem>(c, rng);
+  CudaBackendOptions options;
+  options.max_batch = op.problem->batch();
+  options.max_seq_len = op.problem->max_seq_len();
+  options.check_errors_every_op = check_every_op;
+  auto created = CudaBackend::create(options);
+  EXPECT_TRUE(created.ok()) << created.status().to_string();
+  if (created.ok()) op.cuda = *created;
+  return op;
+}
+
+DecodeCase small_case(DType dtype = DType::kBF16) {
+  DecodeCase c;
+  c.dtype = dtype;
+  c.num_heads = 8;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.page_size = 16;
+  c.kv_lens = {1, 129, 1000, 33};
+  return c;
+}
+
+// Device rows of [batch, num_rows, k_max] with lengths, NaN/-1 poisoned.
+struct DeviceRows {
+  DeviceBuffer indices, lens;
+  DecodeIndexRows view;
+  DeviceRows(int32_t batch, int32_t num_rows, int32_t k_max, IndexGranularity granularity)
+      : indices(static_cast<size_t>(batch) * num_rows * k_max * sizeof(int32_t), 0x7F),
+        lens(static_cast<size_t>(batch) * num_rows * sizeof(int32_t), 0x7F) {
+    view = DecodeIndexRows{indices.as<int32_t>(), lens.as<int32_t>(), batch, num_rows, k_max, granularity};
+  }
+};
+struct HostRows {
+  std::vector<int32_t> indices, lens;
+  DecodeIndexRows view;
+  HostRows(int32_t batch, int32_t num_rows, int32_t k_max, IndexGranularity granularity)
+      : indices(static_cast<size_t>(batch) * num_rows * k_max, 0x7F7F7F7F),
+        lens(static_cast<size_t>(batch) * num_rows, 0x7F7F7F7F) {
+    view = DecodeIndexRows{indices.data(), lens.data(), batch, num_rows, k_max, granularity};
+  }
+};
+
+std::vector<int32_t> budget_ks(const DecodeProblem& p) {
+  std::vector<int32_t> k;
+  for (int32_t n : p.kv_lens()) k.push_back(static_cast<int32_t>(budget_k(n, Budget{})));
+  return k;
+}
+
+// Tie-aware comparison of GPU vs CPU score-selected rows; returns the number of rows that differ.
+int compare_score_rows(const DecodeProblem& p, const DeviceRows& gpu, const HostRows& cpu, const ScorePooling& pooling,
+                       const std::vector<int32_t>& k) {
+  const std::vector<int32_t> got = gpu.indices.download_as<int32_t>(), got_lens = gpu.lens.download_as<int32_t>();
+  const int32_t rows_r = pooling.num_rows, k_max = cpu.view.k_max;
+  int differing = 0;
+  for (int32_t b = 0; b < p.batch(); ++b) {
+    const int64_t n = p.kv_lens()[b];
+    const std::vector<float> pooled =
+        pooled_rows(head_probabilities(p, b), p.spec().num_heads, n, rows_r, pooling.reduce == ScoreReduce::kMax);
+    for (int32_t r = 0; r < rows_r; ++r) {
+      SCOPED_TRACE("b " + std::to_string(b) + " row " + std::to_string(r) + " n " + std::to_string(n));
+      EXPECT_EQ(got_lens[b * rows_r + r], k[b]);
+      EXPECT_TRUE(well_formed_row(got, got_lens, rows_r, k_max, b, r, n));
+      const auto g = row_entries(got, got_lens, rows_r, k_max, b, r);
+      const auto w = row_entries(cpu.indices, cpu.lens, rows_r, k_max, b, r);
+      const std::vector<float> scores(pooled.begin() + r * n, pooled.begin() + (r + 1) * n);
+      EXPECT_TRUE(topk_sets_equivalent(g, w, scores, 1e-3));
+      if (!same_set(g, w)) ++differing;
+    }
+  }
+  return differing;
+}
+
+TEST(CudaBackendOps, SelectDecodeMatchesTheCpuBackendForEveryPooling) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = rng_for_test();
+  OpProblem op = make_op_problem(small_case(), rng);
+  ASSERT_TRUE(op.cuda);
+  const DecodeProblem& p = *op.problem;
+  AttentionParams params;
+  params.scale = p.scale();
+  const std::vector<ScorePooling> poolings = {
+      {2, ScoreReduce::kSum}, {1, ScoreReduce::kSum}, {1, ScoreReduce::kMax}, {8, ScoreReduce::kSum},
+      {4, ScoreReduce::kSum}, {8, ScoreReduce::kMax}};
+  const std::vector<int32_t> n = p.kv_lens();
+  const std::vector<std::vector<int32_t>> ks = {budget_ks(p), {1, 0, 1000, 33}, {0, 129, 7, 1}};
+  int differing = 0;
+  for (const ScorePooling& pooling : poolings) {
+    for (const auto& k : ks) {
+      SCOPED_TRACE("R " + std::to_string(pooling.num_rows) + (pooling.reduce == ScoreReduce::kMax ? " max" : " sum") +
+                   " k " + std::to_string(k[1]));
+      const int32_t k_max = *std::max_element(k.begin(), k.end()) + 3;
+      const IndexGranularity gran =
+          pooling.num_rows == 8 ? IndexGranularity::kPerQueryHead : IndexGranularity::kPerKvGroup;
+      DeviceRows gpu(p.batch(), pooling.num_rows, std::max(k_max, 1), gran);
+      HostRows cpu(p.batch(), pooling.num_rows, std::max(k_max, 1), gran);
+      const Status s = op.cuda->select_decode(p.device_q(), p.device_kv(), params, pooling, k.data(), gpu.view);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      ASSERT_TRUE(op.cpu.select_decode(p.host_q(), p.host_kv(), params, pooling, k.data(), cpu.view).ok());
+      differing += compare_score_rows(p, gpu, cpu, pooling, k);
+      EXPECT_TRUE(gpu.indices.guards_intact() && gpu.lens.guards_intact());
+    }
+  }
+  EXPECT_LE(differing, 2) << "rows that differ from the CPU backend's (accepted as near-ties)";
+  EXPECT_TRUE(op.cuda->check_device_errors().ok());
+}
+
+TEST(CudaBackendOps, AnchorDecodeFusedAndComposedMatchTheCpuBackend) {
+  KC_SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    auto rng = rng_for_test(static_cast<uint64_t>(dtype));
+    OpProblem op = make_op_problem(small_case(dtype), rng);
+    ASSERT_TRUE(op.cuda);
+    const DecodeProblem& p = *op.problem;
+    const int32_t batch = p.batch(), heads = p.spec().num_heads, d = p.spec().head_dim;
+    AttentionParams params;
+    params.scale = p.scale();
+    const std::vector<int32_t> k = budget_ks(p);
+    const int32_t k_max = *std::max_element(k.begin(), k.end());
+    struct Variant {
+      ScorePooling pooling;
+      AnchorOutput output;
+      std::vector<int32_t> head_map;  // empty: null
+      IndexGranularity granularity;
+    };
+    const std::vector<Variant> variants = {
+        {{2, ScoreReduce::kSum}, AnchorOutput::kDense, {}, IndexGranularity::kPerKvGroup},       // layer 0
+        {{2, ScoreReduce::kSum}, AnchorOutput::kSparse, {}, IndexGranularity::kPerKvGroup},      // kascade anchor
+        {{1, ScoreReduce::kSum}, AnchorOutput::kSparse, {0, 0}, IndexGranularity::kPerKvGroup},  // kascade-pooled
+        {{8, ScoreReduce::kSum}, AnchorOutput::kSparse, {}, IndexGranularity::kPerQueryHead},    // oracle
+        {{1, ScoreReduce::kMax}, AnchorOutput::kDense, {0, 0}, IndexGranularity::kPerKvGroup},   // omnikv filter
+        {{4, ScoreReduce::kSum}, AnchorOutput::kSparse, {3, 1}, IndexGranularity::kPerKvGroup},  // composed path
+    };
+    for (const Variant& v : variants) {
+      SCOPED_TRACE("R " + std::to_string(v.pooling.num_rows) +
+                   (v.output == AnchorOutput::kDense ? " dense" : " sparse"));
+      DeviceRows gpu(batch, v.pooling.num_rows, k_max, v.granularity);
+      HostRows cpu(batch, v.pooling.num_rows, k_max, v.granularity);
+      DeviceBuffer map = upload_vector(v.head_map);
+      const int32_t* device_map = v.head_map.empty() ? nullptr : map.as<int32_t>();
+      DeviceBuffer o(static_cast<size_t>(batch) * heads * d * dtype_size(dtype));
+      DeviceBuffer lse(static_cast<size_t>(batch) * heads * sizeof(float));
+      const Status s = op.cuda->anchor_decode(p.device_q(), p.device_kv(), params, v.pooling, k.data(), gpu.view,
+                                              v.output, device_map, AttentionOutput{o.data(), dtype, lse.as<float>()});
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      std::vector<float> cpu_o(static_cast<size_t>(batch) * heads * d), cpu_lse(static_cast<size_t>(batch) * heads);
+      const Status c = op.cpu.anchor_decode(p.host_q(), p.host_kv(), params, v.pooling, k.data(), cpu.view, v.output,
+                                            v.head_map.empty() ? nullptr : v.head_map.data(),
+                                            AttentionOutput{cpu_o.data(), DType::kF32, cpu_lse.data()});
+      ASSERT_TRUE(c.ok()) << c.to_string();
+      const int differing = compare_score_rows(p, gpu, cpu, v.pooling, k);
+      const std::vector<float> got_o = to_floats(o.download(), dtype), got_lse = lse.download_as<float>();
+      const KeyLists keys = v.output == AnchorOutput::kDense
+                                ? dense_key_lists(p)
+                                : sparse_key_lists(p, gpu.indices.download_as<int32_t>(), gpu.lens.download_as<int32_t>(),
+                                                   v.pooling.num_rows, k_max, v.granularity, v.head_map);
+      EXPECT_TRUE(check_attention(p, keys, got_o, got_lse));
+      if (differing == 0) {
+        EXPECT_TRUE(all_close(got_o, cpu_o, {batch, heads, d}, tolerance_for(dtype)));
+        EXPECT_TRUE(all_close(got_lse, cpu_lse, {batch, heads}, {1e-3, 1e-4}));
+      }
+      EXPECT_TRUE(o.guards_intact() && lse.guards_intact() && gpu.indices.guards_intact());
+    }
+    const Status errors = op.cuda->check_device_errors();
+    EXPECT_TRUE(errors.ok()) << errors.to_string();
+  }
+}
+
+TEST(CudaBackendOps, QuestRowsEqualTheCpuBackendExactly) {
+  KC_SKIP_WITHOUT_GPU();
+  DecodeCase c = small_case(DType::kF16);
+  c.num_heads = 16;
+  c.num_kv_heads = 4;
+  c.head_dim = 128;
+  c.page_size = 32;
+  c.kv_lens = {1, 31, 1000, 4097, 100};
+  auto rng = rng_for_test();
+  OpProblem op = make_op_problem(c, rng);
+  ASSERT_TRUE(op.cuda);
+  const DecodeProblem& p = *op.problem;
+  const std::vector<std::vector<int32_t>> ks = {budget_ks(p), {0, 31, 1000, 4097, 0}, {1, 3, 17, 400, 99}};
+  for (int32_t page : {16, 5, 1}) {
+    for (const auto& k : ks) {
+      SCOPED_TRACE("quest page " + std::to_string(page) + " k[3] " + std::to_string(k[3]));
+      int32_t k_max = 1;
+      for (int32_t b = 0; b < p.batch(); ++b) k_max = std::max(k_max, std::min(p.kv_lens()[b], k[b] + page - 1));
+      DeviceRows gpu(p.batch(), c.num_heads, k_max, IndexGranularity::kPerQueryHead);
+      HostRows cpu(p.batch(), c.num_heads, k_max, IndexGranularity::kPerQueryHead);
+      const Status s = op.cuda->select_quest_decode(p.device_q(), p.device_kv(), page, k.data(), gpu.view);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      ASSERT_TRUE(op.cpu.select_quest_decode(p.host_q(), p.host_kv(), page, k.data(), cpu.view).ok());
+      EXPECT_EQ(gpu.lens.download_as<int32_t>(), cpu.lens);
+      EXPECT_EQ(gpu.indices.download_as<int32_t>(), cpu.indices) << "rows (ascending, -1 padded) must be identical";
+      EXPECT_TRUE(gpu.indices.guards_intact() && gpu.lens.guards_intact());
+    }
+  }
+  const Status errors = op.cuda->check_device_errors();
+  EXPECT_TRUE(errors.ok()) << errors.to_string();
+}
+
+TEST(CudaBackendOps, LessIsMoreRowsMatchTheCpuBackend) {
+  KC_SKIP_WITHOUT_GPU();
+  DecodeCase c = small_case(DType::kBF16);
+  c.num_heads = 32;
+  c.num_kv_heads = 8;
+  c.head_dim = 128;
+  c.kv_lens = {1, 7, 129, 1000, 2500};
+  auto rng = rng_for_test();
+  OpProblem op = make_op_problem(c, rng);
+  ASSERT_TRUE(op.cuda);
+  const DecodeProblem& p = *op.problem;
+  AttentionParams params;
+  params.scale = p.scale();
+  const std::vector<std::vector<int32_t>> ks = {budget_ks(p), {0, 7, 129, 3, 2500}, {1, 3, 50, 1000, 17}};
+  int differing = 0;
+  for (int32_t sinks : {4, 0, 7}) {
+    for (const auto& k : ks) {
+      SCOPED_TRACE("sinks " + std::to_string(sinks) + " k[3] " + std::to_string(k[3]));
+      int32_t k_max = 1;
+      for (int32_t b = 0; b < p.batch(); ++b) k_max = std::max(k_max, std::min(p.kv_lens()[b], k[b] + sinks));
+      DeviceRows gpu(p.batch(), 1, k_max, IndexGranularity::kPerKvGroup);
+      HostRows cpu(p.batch(), 1, k_max, IndexGranularity::kPerKvGroup);
+      const Status s = op.cuda->select_lessismore_decode(p.device_q(), p.device_kv(), params, k.data(), sinks, gpu.view);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      ASSERT_TRUE(op.cpu.select_lessismore_decode(p.host_q(), p.host_kv(), params, k.data(), sinks, cpu.view).ok());
+      const std::vector<int32_t> got = gpu.indices.download_as<int32_t>(), got_lens = gpu.lens.download_as<int32_t>();
+      for (int32_t b = 0; b < p.batch(); ++b) {
+        const int64_t n = p.kv_lens()[b];
+        SCOPED_TRACE("b " + std::to_string(b) + " n " + std::to_string(n));
+        EXPECT_TRUE(well_formed_row(got, got_lens, 1, k_max, b, 0, n));
+        const auto g = row_entries(got, got_lens, 1, k_max, b, 0);
+        const auto w = row_entries(cpu.indices, cpu.lens, 1, k_max, b, 0);
+        EXPECT_TRUE(std::is_sorted(g.begin(), g.end()));
+        EXPECT_TRUE(lessismore_rows_equivalent(g, w, head_probabilities(p, b), c.num_heads, n, k[b], sinks, 1e-4));
+        if (!same_set(g, w)) ++differing;
+      }
+    }
+  }
+  EXPECT_LE(differing, 2) << "rows that differ from the CPU backend's (accepted as near-ties)";
+  const Status errors = op.cuda->check_device_errors();
+  EXPECT_TRUE(errors.ok()) << errors.to_string();
+}
+
+TEST(CudaBackendOps, RefusesPrefillCallsAndBadViewsNamingTheProblem) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = rng_for_test();
+  OpProblem op = make_op_problem(small_case(), rng);
+  ASSERT_TRUE(op.cuda);
+  const DecodeProblem& p = *op.problem;
+  AttentionParams params;
+  params.scale = p.scale();
+  const int32_t batch = p.batch();
+  DeviceBuffer o(static_cast<size_t>(batch + 1) * 8 * 64 * 4);
+  const AttentionOutput out{o.data(), DType::kBF16, nullptr};
+
+  QueryBatch prefill = p.device_q();
+  prefill.total_q = batch + 1;
+  EXPECT_TRUE(refused_naming(op.cuda->dense(prefill, p.device_kv(), params, out), StatusCode::kUnsupported,
+                             "dense: prefill on CUDA: use --device cpu or wait for the prefill kernels"));
+  PrefillIndexRows prows;
+  EXPECT_TRUE(refused_naming(op.cuda->select_prefill(prefill, p.device_kv(), params, {2, ScoreReduce::kSum}, prows),
+                             StatusCode::kUnsupported, "select_prefill: prefill on CUDA"));
+  EXPECT_TRUE(refused_naming(op.cuda->sparse_prefill(prefill, p.device_kv(), params, prows, nullptr, out),
+                             StatusCode::kUnsupported, "sparse_prefill: prefill on CUDA"));
+  EXPECT_TRUE(refused_naming(op.cuda->anchor_prefill(prefill, p.device_kv(), params, {2, ScoreReduce::kSum}, prows,
+                                                     AnchorOutput::kDense, nullptr, out),
+                             StatusCode::kUnsupported, "anchor_prefill: prefill on CUDA"));
+  EXPECT_TRUE(refused_naming(op.cuda->select_prefill_oracle(prefill, p.device_kv(), params, prows),
+                             StatusCode::kUnsupported, "select_prefill_oracle"));
+
+  QueryBatch f32 = p.device_q();
+  f32.dtype = DType::kF32;
+  PagedKv f32_kv = p.device_kv();
+  f32_kv.dtype = DType::kF32;
+  EXPECT_TRUE(refused_naming(op.cuda->dense(f32, f32_kv, params, out), StatusCode::kUnsupported, "dtype is f32"));
+  PagedKv narrow = p.device_kv();
+  narrow.max_pages_per_seq -= 1;
+  EXPECT_TRUE(refused_naming(op.cuda->dense(p.device_q(), narrow, params, out), StatusCode::kInvalidArgument,
+                             "created for max_seq_len"));
+  PagedKv odd_dim = p.device_kv();
+  odd_dim.head_dim = 96;
+  EXPECT_TRUE(refused_naming(op.cuda->dense(p.device_q(), odd_dim, params, out), StatusCode::kInvalidArgument,
+                             "kv.head_dim is 96"));
+
+  const std::vector<int32_t> k = budget_ks(p);
+  DeviceRows rows(batch, 2, 200, IndexGranularity::kPerKvGroup);
+  EXPECT_TRUE(refused_naming(
+      op.cuda->select_decode(p.device_q(), p.device_kv(), params, {3, ScoreReduce::kSum}, k.data(), rows.view),
+      StatusCode::kInvalidArgument, "pooling.num_rows is 3"));
+  DeviceRows short_rows(batch, 2, 10, IndexGranularity::kPerKvGroup);
+  EXPECT_TRUE(refused_naming(
+      op.cuda->select_decode(p.device_q(), p.device_kv(), params, {2, ScoreReduce::kSum}, k.data(), short_rows.view),
+      StatusCode::kInvalidArgument, "rows hold k_max = 10"));
+  EXPECT_TRUE(refused_naming(
+      op.cuda->select_decode(p.device_q(), p.device_kv(), params, {2, ScoreReduce::kSum}, nullptr, rows.view),
+      StatusCode::kInvalidArgument, "k_per_seq must be non-null"));
+  DeviceRows per_group_quest(batch, 8, 200, IndexGranularity::kPerKvGroup);
+  EXPECT_TRUE(refused_naming(
+      op.cuda->select_quest_decode(p.device_q(), p.device_kv(), 16, k.data(), per_group_quest.view),
+      StatusCode::kInvalidArgument, "rows must be per query head"));
+  // Null head map with fewer rows than KV groups: sparse_decode refuses, like the CPU backend.
+  DeviceRows one_row(batch, 1, 200, IndexGranularity::kPerKvGroup);
+  EXPECT_FALSE(op.cuda->sparse_decode(p.device_q(), p.device_kv(), params, one_row.view, nullptr, out).ok());
+  // A larger batch than the backend was created for.
+  DecodeCase wide = small_case();
+  wide.kv_lens = {5, 5, 5, 5, 5};
+  wide.max_seq_len = p.max_seq_len();
+  DecodeProblem wide_p(wide, rng);
+  EXPECT_TRUE(refused_naming(op.cuda->dense(wide_p.device_q(), wide_p.device_kv(), params, out),
+                             StatusCode::kInvalidArgument, "created for max_batch 4"));
+  const Status errors = op.cuda->check_device_errors();
+  EXPECT_TRUE(errors.ok()) << "refused calls must not launch anything: " << errors.to_string();
+}
+
+TEST(CudaBackendOps, DeviceErrorsSurfaceAtTheNextHostReadOrAfterEveryOp) {
+  KC_SKIP_WITHOUT_GPU();
+  for (bool every_op : {false, true}) {
+    SCOPED_TRACE(every_op ? "check_errors_every_op" : "default");
+    auto rng = rng_for_test(every_op ? 1 : 0);
+    OpProblem op = make_op_problem(small_case(), rng, every_op);
+    ASSERT_TRUE(op.cuda);
+    const DecodeProblem& p = *op.problem;
+    AttentionParams params;
+    params.scale = p.scale();
+    DeviceBuffer o(static_cast<size_t>(p.batch()) * 8 * 64 * 2);
+    const AttentionOutput out{o.data(), DType::kBF16, nullptr};
+    // kv_len 2000 > max_seq_len 1000 on the device: flagged and clamped by the kernel.
+    std::vector<int32_t> bad_lens = p.kv_lens();
+    bad_lens[2] = 2000;
+    DeviceBuffer lens = upload_vector(bad_lens);
+    PagedKv kv = p.device_kv();
+    kv.kv_lens = lens.as<int32_t>();
+    const Status ran = op.cuda->dense(p.device_q(), kv, params, out);
+    std::vector<uint8_t> host(o.bytes());
+    const Status read = op.cuda->copy_to_host(host.data(), o.data(), host.size());
+    const Status& reported = every_op ? ran : read;
+    EXPECT_TRUE(refused_naming(reported, StatusCode::kOutOfRange, "kv_len out of range")) << reported.to_string();
+    if (every_op) {
+      EXPECT_TRUE(read.ok()) << "the error word was cleared when the op reported it";
+    }
+    EXPECT_TRUE(op.cuda->check_device_errors().ok()) << "a reported error is cleared";
+
+    // An index outside its sequence in sparse rows.
+    std::vector<int32_t> indices(static_cast<size_t>(p.batch()) * 2 * 4, -1), row_lens(p.batch() * 2, 1);
+    for (int32_t r = 0; r < p.batch() * 2; ++r) indices[r * 4] = 0;
+    indices[2 * 2 * 4] = 5000;
+    DeviceBuffer d_indices = upload_vector(indices), d_lens = upload_vector(row_lens);
+    const DecodeIndexRows rows{d_indices.as<int32_t>(), d_lens.as<int32_t>(), p.batch(), 2, 4,
+                               IndexGranularity::kPerKvGroup};
+    const Status sparse = op.cuda->sparse_decode(p.device_q(), p.device_kv(), params, rows, nullptr, out);
+    const Status check = op.cuda->check_device_errors();
+    EXPECT_TRUE(refused_naming(every_op ? sparse : check, StatusCode::kOutOfRange, "index entry out of range"));
+  }
+}
+
+TEST(CudaBackendOps, MemoryRoundTripsFromPageableAndPinnedHostMemory) {
+  KC_SKIP_WITHOUT_GPU();
+  CudaBackendOptions options;
+  options.max_seq_len = 64;
+  auto backend = make_cuda_backend(options);
+  ASSERT_TRUE(backend.ok()) << backend.status().to_string();
+  AttentionBackend& cuda = **backend;
+  EXPECT_TRUE(refused_naming(cuda.allocate(0).status(), StatusCode::kInvalidArgument, "allocate of 0 bytes"));
+  auto buffer = cuda.allocate(4000);
+  ASSERT_TRUE(buffer.ok()) << buffer.status().to_string();
+  std::vector<int32_t> src(1000), back(1000, -1);
+  std::iota(src.begin(), src.end(), 17);
+  ASSERT_TRUE(cuda.copy_from_host(buffer->data(), src.data(), 4000).ok());
+  ASSERT_TRUE(cuda.copy_to_host(back.data(), buffer->data(), 4000).ok());
+  EXPECT_EQ(back, src);
+  void* pinned_bytes = nullptr;
+  ASSERT_EQ(cudaMallocHost(&pinned_bytes, 4000), cudaSuccess);
+  auto* pinned = static_cast<int32_t*>(pinned_bytes);
+  std::iota(pinned, pinned + 1000, -500);
+  ASSERT_TRUE(cuda.copy_from_host(buffer->data(), pinned, 4000).ok());
+  std::fill(pinned, pinned + 1000, 0);  // the copy finished before copy_from_host returned
+  ASSERT_TRUE(cuda.copy_to_host(back.data(), buffer->data(), 4000).ok());
+  std::vector<int32_t> expected(1000);
+  std::iota(expected.begin(), expected.end(), -500);
+  EXPECT_EQ(back, expected);
+  EXPECT_EQ(cudaFreeHost(pinned_bytes), cudaSuccess);
+  EXPECT_TRUE(refused_naming(cuda.copy_to_host(nullptr, buffer->data(), 4), StatusCode::kInvalidArgument, "null"));
+}
+
+}  // namespace
+}  // namespace kascade::testing

@@ -1,0 +1,258 @@
+// tests/cuda/test_prefill_plan.cpp — the host half of the prefill ops, no GPU needed:
+// supports_prefill refusals (dtype, head dim, group size, tile rows), the tile-slot bound the
+// anchor's waves must cover (against brute force over start offsets), the plan's layout (waves
+// cover every slot, regions aligned and disjoint, selection memory at 128K bounded by the budget
+// and far below the paper's O(n²/T) score buffer), run-time refusals of bad views (each naming
+// the field, before any device work), and the names of the device error bits.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cuda/common/device_errors.h"
+#include "cuda/prefill/prefill_errors.h"
+#include "cuda/prefill/prefill_ops.h"
+#include "cuda/prefill/prefill_shapes.h"
+
+namespace kascade::cuda {
+namespace {
+
+PrefillShape llama_shape(int32_t n) {
+  PrefillShape s;
+  s.dtype = DType::kBF16;
+  s.batch = 1;
+  s.num_heads = 32;
+  s.num_kv_heads = 8;
+  s.head_dim = 128;
+  s.max_total_q = n;
+  s.max_q_len = n;
+  s.max_kv_len = n;
+  return s;
+}
+
+TEST(PrefillPlan, SupportsRefusesWhatIsNotBuilt) {
+  EXPECT_TRUE(supports_prefill(llama_shape(1000)).ok());
+  PrefillShape s = llama_shape(1000);
+  s.dtype = DType::kF32;
+  EXPECT_EQ(supports_prefill(s).code(), StatusCode::kInvalidArgument);
+  s = llama_shape(1000);
+  s.head_dim = 96;
+  Status st = supports_prefill(s);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_NE(st.message().find("head_dim is 96"), std::string::npos) << st.message();
+  s = llama_shape(1000);
+  s.num_kv_heads = 2;  // g = 16
+  st = supports_prefill(s);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_NE(st.message().find("group size is 16"), std::string::npos) << st.message();
+  s = llama_shape(1000);
+  s.num_kv_heads = 5;  // 32 % 5 != 0
+  EXPECT_EQ(supports_prefill(s).code(), StatusCode::kInvalidArgument);
+  s = llama_shape(1000);
+  s.num_kv_heads = 4;  // g = 8
+  s.tile_size = 64;    // 512 rows per tile
+  EXPECT_EQ(supports_prefill(s).code(), StatusCode::kUnsupported);
+  s.tile_size = 32;  // 256 rows: allowed
+  EXPECT_TRUE(supports_prefill(s).ok());
+  s = llama_shape(1000);
+  s.max_kv_len = 10;  // shorter than max_q_len
+  EXPECT_EQ(supports_prefill(s).code(), StatusCode::kInvalidArgument);
+}
+
+// The most tiles q_len positions can touch, by brute force over the start position.
+int64_t brute_force_tiles(int64_t q_len, int64_t tile_size) {
+  int64_t best = 0;
+  for (int64_t start = 0; start < 3 * tile_size; ++start) {
+    if (q_len == 0) break;
+    best = std::max(best, (start + q_len - 1) / tile_size - start / tile_size + 1);
+  }
+  return best;
+}
+
+TEST(PrefillPlan, TileSlotBoundsMatchBruteForce) {
+  for (int64_t tile_size : {1, 2, 7, 32}) {
+    for (int64_t q_len = 0; q_len <= 200; ++q_len) {
+      ASSERT_EQ(prefill::max_tiles_per_sequence(q_len, tile_size), brute_force_tiles(q_len, tile_size))
+          << "q_len " << q_len << " tile " << tile_size;
+    }
+  }
+  // A call's slots: any split of max_total_q over the batch stays within the bound.
+  for (int64_t tile_size : {1, 5, 32}) {
+    for (int64_t total = 1; total <= 70; total += 3) {
+      const int64_t batch = 3;
+      const int64_t bound = prefill::max_call_slots(batch, total, total, tile_size);
+      for (int64_t a = 0; a <= total; ++a) {
+        for (int64_t b = 0; a + b <= total; ++b) {
+          const int64_t slots = brute_force_tiles(a, tile_size) + brute_force_tiles(b, tile_size) +
+                                brute_force_tiles(total - a - b, tile_size);
+          ASSERT_LE(slots, bound) << "split " << a << "+" << b << "+" << total - a - b << " tile " << tile_size;
+        }
+      }
+    }
+  }
+}
+
+TEST(PrefillPlan, LayoutAt128KBoundsSelectionMemory) {
+  const int32_t n = 131072;
+  auto plan = layout_prefill_plan(llama_shape(n), PrefillPlanOptions{}, 132, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  const int64_t slots = prefill::max_call_slots(1, n, n, 32);
+  EXPECT_GE(int64_t{plan->slot_capacity()}, slots);
+  EXPECT_EQ(plan->tiles_in_flight, 64);  // 256 MiB / (8 groups × 128K × 4 bytes)
+  EXPECT_EQ(plan->num_waves, (slots + 63) / 64);
+  // Score scratch + LSE: 256 MiB + 16 MiB, against the paper's G × n/T × n fp16 scores (8.6 GB).
+  const size_t paper_bytes = size_t(8) * (n / 32) * n * 2;
+  EXPECT_LE(plan->selection_scratch_bytes(), (size_t{256} << 20) + size_t(n) * 32 * 4 + 1024);
+  EXPECT_LT(plan->selection_scratch_bytes() * 30, paper_bytes);
+  EXPECT_EQ(plan->workspace.error_flags % 256, 0u);
+  EXPECT_EQ(plan->workspace.lse % 256, 0u);
+  EXPECT_EQ(plan->workspace.scores % 256, 0u);
+  EXPECT_GE(plan->workspace.scores, plan->workspace.lse + size_t(n) * 32 * 4);
+  EXPECT_GE(plan->workspace.total_bytes,
+            plan->workspace.scores + size_t(plan->tiles_in_flight) * 8 * plan->score_stride * 4);
+  EXPECT_GE(plan->score_stride, n);
+  EXPECT_EQ(plan->score_stride % 4, 0);
+
+  // Without selection the workspace is only the error word.
+  auto dense_only = layout_prefill_plan(llama_shape(n), PrefillPlanOptions{false}, 132, 1);
+  ASSERT_TRUE(dense_only.ok());
+  EXPECT_LE(dense_only->workspace.total_bytes, 256u);
+
+  // Forced waves and splits are honoured; small problems get splits to fill the GPU.
+  PrefillPlanOptions forced;
+  forced.tiles_in_flight = 3;
+  forced.key_splits = 5;
+  auto small = layout_prefill_plan(llama_shape(1000), forced, 132, 1);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->tiles_in_flight, 3);
+  EXPECT_EQ(small->key_splits, 5);
+  EXPECT_GE(int64_t{small->slot_capacity()}, prefill::max_call_slots(1, 1000, 1000, 32));
+  auto automatic = layout_prefill_plan(llama_shape(1000), PrefillPlanOptions{}, 132, 1);
+  ASSERT_TRUE(automatic.ok());
+  EXPECT_GE(int64_t{automatic->key_splits} * automatic->tiles_in_flight * 8, 2 * 132);
+}
+
+// Fake device addresses: every call below fails its host-side checks before touching them.
+void* fake(uintptr_t address) { return reinterpret_cast<void*>(address); }
+
+struct Views {
+  QueryBatch q;
+  PagedKv kv;
+  AttentionOutput out;
+  AttentionParams params;
+  PrefillIndexRows rows;
+};
+
+Views valid_views(const PrefillShape& s) {
+  Views v;
+  v.q.q = fake(0x10000);
+  v.q.dtype = s.dtype;
+  v.q.batch = s.batch;
+  v.q.total_q = s.max_total_q;
+  v.q.num_heads = s.num_heads;
+  v.q.head_dim = s.head_dim;
+  v.q.cu_q_lens = static_cast<const int32_t*>(fake(0x20000));
+  v.kv.k = fake(0x30000);
+  v.kv.v = fake(0x40000);
+  v.kv.dtype = s.dtype;
+  v.kv.num_pages = 64;
+  v.kv.page_size = 16;
+  v.kv.num_kv_heads = s.num_kv_heads;
+  v.kv.head_dim = s.head_dim;
+  v.kv.block_table = static_cast<const int32_t*>(fake(0x50000));
+  v.kv.max_pages_per_seq = (s.max_kv_len + 15) / 16;
+  v.kv.kv_lens = static_cast<const int32_t*>(fake(0x60000));
+  v.out.o = fake(0x70000);
+  v.out.dtype = s.dtype;
+  v.params.scale = 0.125f;
+  v.rows.indices = static_cast<int32_t*>(fake(0x80000));
+  v.rows.row_offsets = static_cast<int64_t*>(fake(0x90000));
+  v.rows.tile_base = static_cast<int32_t*>(fake(0xA0000));
+  v.rows.batch = s.batch;
+  v.rows.num_rows = s.num_kv_heads;
+  v.rows.tile_size = s.tile_size;
+  return v;
+}
+
+TEST(PrefillPlan, OpsRefuseBadViewsNamingTheField) {
+  const PrefillShape s = llama_shape(1000);
+  auto plan = layout_prefill_plan(s, PrefillPlanOptions{}, 132, 1);
+  ASSERT_TRUE(plan.ok());
+  void* ws = fake(0xB0000);
+  ScorePooling pooling;
+  pooling.num_rows = s.num_kv_heads;
+  struct Case {
+    const char* what;
+    void (*mutate)(Views&);
+    const char* field;
+  };
+  const Case cases[] = {
+      {"null q", [](Views& v) { v.q.q = nullptr; }, "q.q"},
+      {"dtype mismatch", [](Views& v) { v.kv.dtype = DType::kF16; }, "kv.dtype"},
+      {"head dim mismatch", [](Views& v) { v.q.head_dim = 64; }, "q.head_dim"},
+      {"too many queries", [](Views& v) { v.q.total_q = 1001; }, "q.total_q"},
+      {"misaligned k", [](Views& v) { v.kv.k = fake(0x30008); }, "kv.k"},
+      {"narrow block table", [](Views& v) { v.kv.max_pages_per_seq = 10; }, "kv.max_pages_per_seq"},
+      {"zero scale", [](Views& v) { v.params.scale = 0.0f; }, "params.scale"},
+      {"null o", [](Views& v) { v.out.o = nullptr; }, "out.o"},
+      {"out dtype", [](Views& v) { v.out.dtype = DType::kF32; }, "out.dtype"},
+  };
+  for (const Case& c : cases) {
+    Views v = valid_views(s);
+    c.mutate(v);
+    const Status st = dense_prefill(*plan, v.q, v.kv, v.params, v.out, ws, nullptr);
+    EXPECT_FALSE(st.ok()) << c.what;
+    EXPECT_NE(st.message().find(c.field), std::string::npos) << c.what << ": " << st.message();
+  }
+  const Case row_cases[] = {
+      {"rows batch", [](Views& v) { v.rows.batch = 2; }, "rows.batch"},
+      {"rows tile size", [](Views& v) { v.rows.tile_size = 16; }, "rows.tile_size"},
+      {"rows without local keys", [](Views& v) { v.rows.include_local = false; }, "include_local"},
+      {"rows per head", [](Views& v) { v.rows.granularity = IndexGranularity::kPerQueryHead; }, "per-KV-group"},
+      {"rows count", [](Views& v) { v.rows.num_rows = 4; }, "rows.num_rows"},
+  };
+  for (const Case& c : row_cases) {
+    Views v = valid_views(s);
+    c.mutate(v);
+    const Status st = select_prefill(*plan, v.q, v.kv, v.params, pooling, v.rows, ws, nullptr);
+    EXPECT_FALSE(st.ok()) << c.what;
+    EXPECT_NE(st.message().find(c.field), std::string::npos) << c.what << ": " << st.message();
+  }
+  {
+    Views v = valid_views(s);
+    ScorePooling three;
+    three.num_rows = 3;  // does not divide G = 8
+    v.rows.num_rows = 3;
+    const Status st = select_prefill(*plan, v.q, v.kv, v.params, three, v.rows, ws, nullptr);
+    EXPECT_NE(st.message().find("pooling.num_rows"), std::string::npos) << st.message();
+  }
+  {
+    Views v = valid_views(s);
+    v.rows.granularity = IndexGranularity::kPerQueryHead;
+    v.rows.num_rows = s.num_heads;
+    const Status st = sparse_prefill(*plan, v.q, v.kv, v.params, v.rows, static_cast<const int32_t*>(fake(0xC0000)),
+                                     v.out, ws, nullptr);
+    EXPECT_NE(st.message().find("head_map must be null"), std::string::npos) << st.message();
+  }
+  {
+    auto dense_only = layout_prefill_plan(s, PrefillPlanOptions{false}, 132, 1);
+    ASSERT_TRUE(dense_only.ok());
+    Views v = valid_views(s);
+    const Status st = anchor_prefill(*dense_only, v.q, v.kv, v.params, pooling, v.rows, AnchorOutput::kDense, nullptr,
+                                     v.out, ws, nullptr);
+    EXPECT_NE(st.message().find("without selection"), std::string::npos) << st.message();
+  }
+}
+
+TEST(PrefillPlan, ErrorBitsHaveNames) {
+  EXPECT_EQ(describe_prefill_errors(0), "none");
+  EXPECT_NE(describe_prefill_errors(kPrefillErrorTileBase).find("tile_base"), std::string::npos);
+  EXPECT_NE(describe_prefill_errors(kPrefillErrorQueries).find("cu_q_lens"), std::string::npos);
+  const std::string both = describe_prefill_errors(uint32_t{kErrorPage} | uint32_t{kPrefillErrorSelect});
+  EXPECT_NE(both.find("page id"), std::string::npos) << both;
+  EXPECT_NE(both.find("Top-k"), std::string::npos) << both;
+  EXPECT_NE(describe_prefill_errors(1u << 30).find("unknown"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kascade::cuda
