@@ -7,5 +7,7 @@ namespace kascade::tools {
 
 int run_generate(int argc, char** argv);
 int run_tasks(int argc, char** argv);
+int run_calibrate(int argc, char** argv);
+int run_eval(int argc, char** argv);
 
 }  // namespace kascade::tools

@@ -18,6 +18,10 @@ const Command kCommands[] = {
     {"generate", "generate text from a Hugging Face Llama / Qwen3 checkpoint with any attention policy",
      kascade::tools::run_generate},
     {"tasks", "dump samples of the long-context task suite as JSONL (training and evaluation data)", kascade::tools::run_tasks},
+    {"calibrate", "collect cross-layer statistics on a dev set, choose Kascade anchors and head maps",
+     kascade::tools::run_calibrate},
+    {"eval", "accuracy and keys attended of attention policies on the long-context task suite",
+     kascade::tools::run_eval},
 };
 
 void print_usage(FILE* out) {
