@@ -18,10 +18,13 @@
 // the anchors the device memory of selection: the plan's scratch (LSE + one wave of scores) and the
 // compact index rows. The device error word is checked after every configuration; the JSON is
 // rewritten after every configuration, so a run cut short keeps what it measured.
-// Every kernel runs in two variants: Q·Kᵀ on mma.sync ("mma", the default of the ops) and on sm_90a
-// warpgroup MMAs ("wgmma", PrefillPlanOptions::wgmma; skipped where the plan refuses it).
+// Every kernel runs in three variants: Q·Kᵀ on mma.sync ("mma", the default of the ops), on sm_90a
+// warpgroup MMAs issued synchronously ("wgmma", PrefillPlanOptions::wgmma), and "ws": dense
+// prefill and the LSE pass on the warp-specialised sm_90a mainloop
+// (PrefillPlanOptions::warp_specialized; pooling, Top-k and sparse stay on mma.sync). The sm_90a
+// variants are skipped where the plan refuses them.
 //   kascade_bench_prefill [--lens 8192,32768,65536,131072] [--dtypes f16,bf16]
-//                         [--layouts contiguous,paged] [--variants mma,wgmma] [--reps 10]
+//                         [--layouts contiguous,paged] [--variants mma,wgmma,ws] [--reps 10]
 //                         [--json results.json]
 #include <cuda_runtime_api.h>
 
@@ -68,7 +71,7 @@ struct Options {
   std::vector<int32_t> lens = {8192, 32768, 65536, 131072};
   std::vector<DType> dtypes = {DType::kF16, DType::kBF16};
   std::vector<std::string> layouts = {"contiguous", "paged"};
-  std::vector<std::string> variants = {"mma", "wgmma"};  // Q·Kᵀ on mma.sync / on sm_90a wgmma
+  std::vector<std::string> variants = {"mma", "wgmma", "ws"};  // mma.sync / sm_90a wgmma / warp-specialised
   int reps = 10;
   std::string json_path;
 };
@@ -112,8 +115,8 @@ Options parse(int argc, char** argv) {
     } else if (arg == "--variants" && has_value) {
       o.variants = split(argv[++i]);
       for (const auto& v : o.variants) {
-        if (v != "mma" && v != "wgmma") {
-          std::fprintf(stderr, "--variants takes mma and wgmma, got %s\n", v.c_str());
+        if (v != "mma" && v != "wgmma" && v != "ws") {
+          std::fprintf(stderr, "--variants takes mma, wgmma and ws, got %s\n", v.c_str());
           std::exit(2);
         }
       }
@@ -124,7 +127,7 @@ Options parse(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: kascade_bench_prefill [--lens 8192,...] [--dtypes f16,bf16] "
-                   "[--layouts contiguous,paged] [--variants mma,wgmma] [--reps 10] [--json out.json]\n");
+                   "[--layouts contiguous,paged] [--variants mma,wgmma,ws] [--reps 10] [--json out.json]\n");
       std::exit(2);
     }
   }
@@ -229,6 +232,7 @@ void run_config(const Options& opt, DType dtype, const std::string& layout, cons
   shape.tile_size = kTile;
   cuda::PrefillPlanOptions plan_options;
   plan_options.wgmma = variant == "wgmma";
+  plan_options.warp_specialized = variant == "ws";
   auto plan = cuda::plan_prefill(shape, plan_options);
   if (plan.status().code() == StatusCode::kUnsupported) {
     std::printf("variant %s skipped: %s\n", variant.c_str(), plan.status().to_string().c_str());

@@ -7,7 +7,8 @@ markdown table of docs/perf.md, with the issue-6 targets:
   Kascade per-layer average (1 anchor0 + 4 anchor + 27 reuse) / 32 >= 2.5x faster than cuDNN at 128K
   selection memory (scratch + index rows) at 128K <= 1.5 GB
 Ratios compare each of our layouts (contiguous, paged) and variants (mma: Q·Kᵀ on mma.sync, wgmma:
-on sm_90a warpgroup MMAs) against cuDNN on contiguous K/V.
+on sm_90a warpgroup MMAs, ws: dense and LSE pass on the warp-specialised sm_90a mainloop) against
+cuDNN on contiguous K/V.
 
   python3 bench/prefill/prefill_report.py ours.json cudnn.json > table.md
 """

@@ -13,7 +13,8 @@
 #   STEPS="tests memcheck racecheck" bench/prefill/run_on_device.sh build-prefill $OUT     (<= 570 s)
 #   STEPS="bench cudnn report" bench/prefill/run_on_device.sh build-prefill $OUT [args]    (<= 570 s)
 # bench args (both benchmarks take them): --lens 8192,... --dtypes f16,bf16 --layouts contiguous,paged
-# --variants mma,wgmma --reps 10 (the defaults: all, i.e. 32 configurations, about 5 minutes).
+# --variants mma,wgmma,ws --reps 10 (the defaults: all, i.e. 48 configurations, about 7 minutes; the
+# one-call form for the mainloop comparison: --lens 16384,65536 --dtypes bf16 --variants mma,ws).
 set -u
 bin=${1:-build-prefill}
 out=${2:-${OUT:?set OUT or pass OUT_DIR}}
@@ -34,16 +35,21 @@ step() {  # step NAME LOG SECONDS CMD...
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv 2>&1 | tee "$out/bench.log"
 # The prefill tests (tests/cuda/test_prefill_*.cpp).
-all='DensePrefill.*:*/DensePrefillTest.*:SparsePrefill.*:*/SparsePrefillTest.*:SelectPrefill.*:AnchorPrefill.*:PrefillPlan.*'
+all='DensePrefill.*:*/DensePrefillTest.*:*/DensePrefillVariantTest.*:SparsePrefill.*:*/SparsePrefillTest.*:SelectPrefill.*:AnchorPrefill.*:PrefillPlan.*'
 # Small cases that run every prefill kernel: dense, LSE pass, sparse (per group, per head, oracle
 # layout, bad rows), pooled scores, Top-k (both reductions, several waves and key splits), anchors.
-small='DensePrefill.LengthsPastThePlanSetTheErrorWord:Shapes/DensePrefillTest.LsePassMatchesReference/bf16_H8_G4_d64_page16'
-small+=':Shapes/DensePrefillTest.ChunksOfLongerSequences/f16_H16_G2_d128_page64'
+small='Variants/DensePrefillVariantTest.LengthsPastThePlanSetTheErrorWord/mma'
+small+=':Shapes/DensePrefillTest.LsePassMatchesReference/bf16_H8_G4_d64_page16_mma'
+small+=':Shapes/DensePrefillTest.ChunksOfLongerSequences/f16_H16_G2_d128_page64_mma'
 small+=':SparsePrefill.OracleLayoutWithEmptyRows:SparsePrefill.BadRowsSetTheErrorWord'
 small+=':Shapes/SparsePrefillTest.PerQueryHeadRows/bf16_H8_G8_d64_page16'
 small+=':SelectPrefill.TopkStageIsExactOnTies:SelectPrefill.MaxPoolingOneRowMha'
 small+=':SelectPrefill.GroupOfEightChunksManyWavesAndSplits:AnchorPrefill.SparseOutputOverFreshRows'
-small+=':AnchorPrefill.WgmmaSparseOutputOverFreshRows'  # the sm_90a variant (skipped elsewhere)
+small+=':AnchorPrefill.WgmmaSparseOutputOverFreshRows'  # the sm_90a variants (skipped elsewhere)
+small+=':Variants/DensePrefillVariantTest.LengthsPastThePlanSetTheErrorWord/ws'
+small+=':Shapes/DensePrefillTest.ChunksOfLongerSequences/bf16_H16_G2_d128_page128_ws'
+small+=':Shapes/DensePrefillTest.LsePassMatchesReference/f16_H12_G4_d64_page0_ws'
+small+=':AnchorPrefill.WarpSpecializedLayerZeroDenseOutput'
 for s in ${STEPS:-tests memcheck racecheck bench cudnn report}; do
   case $s in
     tests) step tests tests "${TESTS_SECONDS:-300}" "$tests" --gtest_filter="$all" --gtest_output="xml:$out/tests.xml" ;;

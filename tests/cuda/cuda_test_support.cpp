@@ -254,49 +254,72 @@ AttentionResult recompute_attention(const DecodeProblem& p, const KeyLists& keys
     for (int32_t h = 0; h < c.num_heads; ++h) {
       const auto& list = keys[b * c.num_heads + h];
       if (list.empty()) continue;
-      const float* q = p.q_row(b, h);
       const int32_t g = h / g_size;
-      std::vector<double> s(list.size());
-      std::vector<float> s_naive(list.size());
-      for (size_t i = 0; i < list.size(); ++i) {
-        const float* k = p.k_row(b, list[i], g);
-        double acc = 0.0;
-        float acc32 = 0.0f;
-        for (int32_t ch = 0; ch < d; ++ch) {
-          acc += static_cast<double>(q[ch]) * k[ch];
-          acc32 += q[ch] * k[ch];
-        }
-        s[i] = acc * scale;
-        s_naive[i] = round_to_dtype(round_to_dtype(acc32, c.dtype) * static_cast<float>(scale), c.dtype);
-      }
-      const double m = *std::max_element(s.begin(), s.end());
-      const float m_naive = *std::max_element(s_naive.begin(), s_naive.end());
-      double sum = 0.0;
-      float sum_naive = 0.0f;
-      for (size_t i = 0; i < list.size(); ++i) {
-        sum += std::exp(s[i] - m);
-        sum_naive += std::exp(s_naive[i] - m_naive);
-      }
-      r.lse64[b * c.num_heads + h] = m + std::log(sum);
-      std::vector<double> o(d, 0.0);
-      std::vector<float> o_naive(d, 0.0f);
-      for (size_t i = 0; i < list.size(); ++i) {
-        const float* v = p.v_row(b, list[i], g);
-        const double w = std::exp(s[i] - m) / sum;
-        const float w_naive = round_to_dtype(std::exp(s_naive[i] - m_naive) / sum_naive, c.dtype);
-        for (int32_t ch = 0; ch < d; ++ch) {
-          o[ch] += w * v[ch];
-          o_naive[ch] += w_naive * v[ch];
-        }
-      }
       const int64_t base = (static_cast<int64_t>(b) * c.num_heads + h) * d;
-      for (int32_t ch = 0; ch < d; ++ch) {
-        r.o64[base + ch] = o[ch];
-        r.naive_o[base + ch] = round_to_dtype(o_naive[ch], c.dtype);
-      }
+      recompute_row(
+          p.q_row(b, h), list, [&](int32_t j) { return p.k_row(b, j, g); }, [&](int32_t j) { return p.v_row(b, j, g); },
+          d, scale, c.dtype, r.o64.data() + base, r.lse64.data() + (b * c.num_heads + h), r.naive_o.data() + base);
     }
   }
   return r;
+}
+
+void recompute_row(const float* q, const std::vector<int32_t>& keys, const std::function<const float*(int32_t)>& k_row,
+                   const std::function<const float*(int32_t)>& v_row, int32_t d, double scale, DType dtype, double* o64,
+                   double* lse64, float* naive_o) {
+  std::vector<double> s(keys.size());
+  std::vector<float> s_naive(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const float* k = k_row(keys[i]);
+    double acc = 0.0;
+    float acc32 = 0.0f;
+    for (int32_t ch = 0; ch < d; ++ch) {
+      acc += static_cast<double>(q[ch]) * k[ch];
+      acc32 += q[ch] * k[ch];
+    }
+    s[i] = acc * scale;
+    s_naive[i] = round_to_dtype(round_to_dtype(acc32, dtype) * static_cast<float>(scale), dtype);
+  }
+  const double m = *std::max_element(s.begin(), s.end());
+  const float m_naive = *std::max_element(s_naive.begin(), s_naive.end());
+  double sum = 0.0;
+  float sum_naive = 0.0f;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    sum += std::exp(s[i] - m);
+    sum_naive += std::exp(s_naive[i] - m_naive);
+  }
+  *lse64 = m + std::log(sum);
+  std::vector<double> o(d, 0.0);
+  std::vector<float> o_naive(d, 0.0f);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const float* v = v_row(keys[i]);
+    const double w = std::exp(s[i] - m) / sum;
+    const float w_naive = round_to_dtype(std::exp(s_naive[i] - m_naive) / sum_naive, dtype);
+    for (int32_t ch = 0; ch < d; ++ch) {
+      o[ch] += w * v[ch];
+      o_naive[ch] += w_naive * v[ch];
+    }
+  }
+  for (int32_t ch = 0; ch < d; ++ch) {
+    o64[ch] = o[ch];
+    naive_o[ch] = round_to_dtype(o_naive[ch], dtype);
+  }
+}
+
+::testing::AssertionResult check_lse(const std::vector<float>& got, const std::vector<double>& want, int32_t heads,
+                                     const char* row_name) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "lse has " << got.size() << " entries, expected " << want.size();
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double w = want[i];
+    const double g = got[i];
+    const bool ok = std::isinf(w) ? (std::isinf(g) && g < 0) : std::fabs(g - w) <= 1e-4 + 1e-5 * std::fabs(w);
+    if (!ok) {
+      return ::testing::AssertionFailure() << "lse of " << row_name << " = (" << i / heads << ", " << i % heads
+                                           << "): got " << g << ", fp64 reference " << w;
+    }
+  }
+  return ::testing::AssertionSuccess();
 }
 
 ::testing::AssertionResult check_attention(const DecodeProblem& p, const KeyLists& keys,
@@ -306,18 +329,7 @@ AttentionResult recompute_attention(const DecodeProblem& p, const KeyLists& keys
   const std::vector<int64_t> shape = {p.batch(), c.num_heads, c.head_dim};
   auto o_check = within_naive_error(got_o, r.naive_o, r.o64, shape, 2.0 * dtype_epsilon(c.dtype));
   if (!o_check) return ::testing::AssertionFailure() << "o: " << o_check.message();
-  if (got_lse.size() != r.lse64.size())
-    return ::testing::AssertionFailure() << "lse has " << got_lse.size() << " entries, expected " << r.lse64.size();
-  for (size_t i = 0; i < got_lse.size(); ++i) {
-    const double want = r.lse64[i];
-    const double got = got_lse[i];
-    const bool ok = std::isinf(want) ? (std::isinf(got) && got < 0) : std::fabs(got - want) <= 1e-4 + 1e-5 * std::fabs(want);
-    if (!ok) {
-      return ::testing::AssertionFailure() << "lse of (b, h) = (" << i / c.num_heads << ", " << i % c.num_heads
-                                           << "): got " << got << ", fp64 reference " << want;
-    }
-  }
-  return ::testing::AssertionSuccess();
+  return check_lse(got_lse, r.lse64, c.num_heads, "(b, h)");
 }
 
 std::vector<int32_t> random_subset(std::mt19937_64& rng, int32_t n, int32_t k, bool sorted) {

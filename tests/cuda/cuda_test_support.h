@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -146,6 +147,19 @@ KeyLists dense_key_lists(const DecodeProblem& p);
 KeyLists sparse_key_lists(const DecodeProblem& p, const std::vector<int32_t>& indices,
                           const std::vector<int32_t>& row_lens, int32_t num_rows, int32_t k_max,
                           IndexGranularity granularity, const std::vector<int32_t>& head_map);
+
+// One query row's attention over `keys` (non-empty): the fp64 result (o64: d values, lse64) and
+// the naive same-precision one (logits, weights and output rounded to `dtype`), written at the
+// given pointers. k_row / v_row give the d floats of key j. Shared by the decode and prefill
+// recomputations.
+void recompute_row(const float* q, const std::vector<int32_t>& keys, const std::function<const float*(int32_t)>& k_row,
+                   const std::function<const float*(int32_t)>& v_row, int32_t d, double scale, DType dtype, double* o64,
+                   double* lse64, float* naive_o);
+
+// lse against the fp64 reference, within 1e-4 + 1e-5|lse|; an infinite reference needs -inf.
+// Rows are reported as (row / heads, row % heads) with `row_name` naming the pair.
+::testing::AssertionResult check_lse(const std::vector<float>& got, const std::vector<double>& want, int32_t heads,
+                                     const char* row_name);
 
 struct AttentionResult {
   std::vector<double> o64, lse64;  // fp64 recomputation: o [B*H*d], lse [B*H]

@@ -7,7 +7,8 @@
 //   - tile-aligned rolling chunked prefill equals one-shot prefill exactly: the same rows per tile
 //     and the same o/lse bits, for both output forms.
 // Awkward lengths in varlen batches; outputs NaN-poisoned with guards; error word clear. The wgmma
-// variant runs on sm_90 devices.
+// variant and the warp-specialised dense / LSE kernels (PrefillPlanOptions::warp_specialized) run
+// on sm_90 devices.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,15 +30,10 @@ using testing::DeviceBuffer;
 using testing::PrefillCase;
 using testing::PrefillProblem;
 using testing::PrefillRowsOnDevice;
+using testing::PrefillVariant;
 
 constexpr double kScoreEps = 2e-4;
 
-Budget small_budget() {
-  Budget b;
-  b.rho_ppm = 300000;
-  b.k_min = 5;
-  return b;
-}
 
 struct AnchorRun {
   std::vector<float> o, lse;
@@ -89,15 +85,14 @@ PrefillCase batch_case(DType dtype, int h, int g, int d) {
   return c;
 }
 
-TEST(AnchorPrefill, LayerZeroDenseOutput) {
-  KC_SKIP_WITHOUT_GPU();
+void expect_layer_zero_matches(PrefillVariant variant) {
   for (const bool lse_out : {true, false}) {
     SCOPED_TRACE(lse_out ? "caller lse" : "no caller lse");
     auto rng = testing::rng_for_test(lse_out);
     const PrefillProblem p(batch_case(lse_out ? DType::kF16 : DType::kBF16, 8, 2, lse_out ? 128 : 64), rng);
     const PrefillCase& c = p.spec();
-    PrefillRowsOnDevice rows = testing::plan_rows_on_device(c.q_lens, c.kv_lens, 32, c.num_kv_heads, small_budget(), true);
-    auto w = testing::make_prefill_workspace(p.shape(), PrefillPlanOptions{});
+    PrefillRowsOnDevice rows = testing::plan_rows_on_device(c.q_lens, c.kv_lens, 32, c.num_kv_heads, testing::small_prefill_budget(), true);
+    auto w = testing::make_prefill_workspace(p.shape(), testing::variant_options(variant));
     ASSERT_TRUE(w.ok()) << w.status().to_string();
     const AnchorRun run = run_anchor(w->plan, w->workspace.data(), p.device_q(), p.device_kv(), p.scale(), rows,
                                      AnchorOutput::kDense, nullptr, lse_out);
@@ -113,36 +108,52 @@ TEST(AnchorPrefill, LayerZeroDenseOutput) {
   }
 }
 
-void expect_sparse_anchor_matches(bool permuted, bool wgmma);
+TEST(AnchorPrefill, LayerZeroDenseOutput) {
+  KC_SKIP_WITHOUT_GPU();
+  expect_layer_zero_matches(PrefillVariant::kMma);
+}
+
+// Layer 0 with the warp-specialised dense kernel (its LSE feeds the pooling).
+TEST(AnchorPrefill, WarpSpecializedLayerZeroDenseOutput) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecialized);
+  expect_layer_zero_matches(PrefillVariant::kWarpSpecialized);
+}
+
+void expect_sparse_anchor_matches(bool permuted, PrefillVariant variant);
 
 TEST(AnchorPrefill, SparseOutputOverFreshRows) {
   KC_SKIP_WITHOUT_GPU();
   for (const bool permuted : {false, true}) {
     SCOPED_TRACE(permuted ? "permuted head map" : "identity");
-    expect_sparse_anchor_matches(permuted, /*wgmma=*/false);
+    expect_sparse_anchor_matches(permuted, PrefillVariant::kMma);
   }
 }
 
 TEST(AnchorPrefill, WgmmaSparseOutputOverFreshRows) {
-  KC_SKIP_WITHOUT_WGMMA();
-  expect_sparse_anchor_matches(/*permuted=*/true, /*wgmma=*/true);
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWgmma);
+  expect_sparse_anchor_matches(/*permuted=*/true, PrefillVariant::kWgmma);
 }
 
-void expect_sparse_anchor_matches(bool permuted, bool wgmma) {
+// Other anchors with the warp-specialised LSE pass.
+TEST(AnchorPrefill, WarpSpecializedSparseOutputOverFreshRows) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecialized);
+  expect_sparse_anchor_matches(/*permuted=*/true, PrefillVariant::kWarpSpecialized);
+}
+
+void expect_sparse_anchor_matches(bool permuted, PrefillVariant variant) {
   {
     auto rng = testing::rng_for_test(permuted);
     const PrefillProblem p(batch_case(permuted ? DType::kBF16 : DType::kF16, 16, 4, permuted ? 64 : 128), rng);
     const PrefillCase& c = p.spec();
-    PrefillRowsOnDevice rows = testing::plan_rows_on_device(c.q_lens, c.kv_lens, 32, c.num_kv_heads, small_budget(), true);
+    PrefillRowsOnDevice rows = testing::plan_rows_on_device(c.q_lens, c.kv_lens, 32, c.num_kv_heads, testing::small_prefill_budget(), true);
     std::vector<int32_t> head_map;
     DeviceBuffer head_map_d;
     if (permuted) {
       head_map = {2, 0, 3, 1};
       head_map_d = testing::upload_vector(head_map);
     }
-    PrefillPlanOptions options;
+    PrefillPlanOptions options = testing::variant_options(variant);
     options.tiles_in_flight = 7;
-    options.wgmma = wgmma;
     auto w = testing::make_prefill_workspace(p.shape(), options);
     ASSERT_TRUE(w.ok()) << w.status().to_string();
     const AnchorRun run = run_anchor(w->plan, w->workspace.data(), p.device_q(), p.device_kv(), p.scale(), rows,
@@ -169,21 +180,14 @@ void expect_sparse_anchor_matches(bool permuted, bool wgmma) {
 }
 
 // Rolling chunked prefill in multiples of the tile equals one-shot prefill exactly (DESIGN.md §2.3).
-void expect_chunks_equal_one_shot(bool wgmma) {
+void expect_chunks_equal_one_shot(PrefillVariant variant) {
   for (const AnchorOutput output : {AnchorOutput::kSparse, AnchorOutput::kDense}) {
     SCOPED_TRACE(output == AnchorOutput::kSparse ? "sparse output" : "dense output");
     auto rng = testing::rng_for_test(static_cast<uint64_t>(output));
-    PrefillCase c;
-    c.dtype = DType::kF16;
-    c.num_heads = 8;
-    c.num_kv_heads = 2;
-    c.head_dim = 128;
-    c.q_lens = {1000};
-    c.kv_lens = {1000};
+    const PrefillCase c = testing::make_prefill_case(DType::kF16, 8, 2, 128, {1000}, {1000});
     const PrefillProblem p(c, rng);
-    PrefillPlanOptions options;
+    PrefillPlanOptions options = testing::variant_options(variant);
     options.tiles_in_flight = 4;
-    options.wgmma = wgmma;
     auto w = testing::make_prefill_workspace(p.shape(), options);
     ASSERT_TRUE(w.ok()) << w.status().to_string();
     PrefillRowsOnDevice full_rows = testing::plan_rows_on_device(c.q_lens, c.kv_lens, 32, 2, Budget{}, true);
@@ -218,12 +222,17 @@ void expect_chunks_equal_one_shot(bool wgmma) {
 
 TEST(AnchorPrefill, TileAlignedChunksEqualOneShot) {
   KC_SKIP_WITHOUT_GPU();
-  expect_chunks_equal_one_shot(false);
+  expect_chunks_equal_one_shot(PrefillVariant::kMma);
 }
 
 TEST(AnchorPrefill, WgmmaTileAlignedChunksEqualOneShot) {
-  KC_SKIP_WITHOUT_WGMMA();
-  expect_chunks_equal_one_shot(true);
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWgmma);
+  expect_chunks_equal_one_shot(PrefillVariant::kWgmma);
+}
+
+TEST(AnchorPrefill, WarpSpecializedTileAlignedChunksEqualOneShot) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecialized);
+  expect_chunks_equal_one_shot(PrefillVariant::kWarpSpecialized);
 }
 
 }  // namespace

@@ -5,8 +5,9 @@
 // varlen batches holding the awkward lengths of DESIGN.md §4 both as one-shot prompts and as later
 // chunks of longer sequences, plus one 4097-key prompt. Outputs are NaN-poisoned with canary
 // guards; the device error word must stay clear. Chunked prefill in tile multiples must equal the
-// one-shot call bit for bit. The wgmma variant (PrefillPlanOptions::wgmma) runs the same checks
-// on sm_90 devices.
+// one-shot call bit for bit. Every check runs for each kernel family a plan can select
+// (testing::PrefillVariant): mma.sync, wgmma (PrefillPlanOptions::wgmma) and the warp-specialised
+// sm_90a mainloop (PrefillPlanOptions::warp_specialized); the sm_90a ones skip off Hopper.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -29,21 +30,17 @@ using testing::DeviceBuffer;
 using testing::PrefillCase;
 using testing::PrefillProblem;
 
+using testing::PrefillVariant;
+
 struct DenseResult {
   std::vector<float> o, lse;
 };
 
-PrefillPlanOptions with_wgmma(bool wgmma) {
-  PrefillPlanOptions options;
-  options.wgmma = wgmma;
-  return options;
-}
-
-// Runs dense_prefill (or, with lse_only, prefill_lse) on the problem's device views; wgmma selects
-// the sm_90a Q·Kᵀ variant.
-DenseResult run_dense(const PrefillProblem& p, bool lse_only = false, bool wgmma = false) {
+// Runs dense_prefill (or, with lse_only, prefill_lse) on the problem's device views with the
+// kernels of `variant`.
+DenseResult run_dense(const PrefillProblem& p, PrefillVariant variant, bool lse_only = false) {
   DenseResult result;
-  auto w = testing::make_prefill_workspace(p.shape(), with_wgmma(wgmma));
+  auto w = testing::make_prefill_workspace(p.shape(), testing::variant_options(variant));
   EXPECT_TRUE(w.ok()) << w.status().to_string();
   if (!w.ok()) return result;
   const PrefillCase& c = p.spec();
@@ -60,11 +57,7 @@ DenseResult run_dense(const PrefillProblem& p, bool lse_only = false, bool wgmma
     EXPECT_TRUE(s.ok()) << s.to_string();
   }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  auto errors = read_prefill_errors(w->plan, w->workspace.data(), nullptr);
-  EXPECT_TRUE(errors.ok());
-  if (errors.ok()) {
-    EXPECT_EQ(*errors, 0u) << describe_prefill_errors(*errors);
-  }
+  testing::expect_no_prefill_errors(w->plan, w->workspace.data());
   EXPECT_TRUE(o.guards_intact());
   EXPECT_TRUE(lse.guards_intact());
   result.o = testing::to_floats(o.download(), c.dtype);
@@ -88,56 +81,9 @@ void expect_dense_matches(const PrefillProblem& p, const DenseResult& got) {
   EXPECT_TRUE(testing::all_close(got.lse, ref_lse, {p.total_q(), c.num_heads}, {1e-4, 1e-5}));
 }
 
-// (dtype, H, G, head_dim, page_size; 0 = contiguous)
-using Config = std::tuple<DType, int, int, int, int>;
-
-std::string config_name(const ::testing::TestParamInfo<Config>& info) {
-  const Config& c = info.param;
-  return std::string(dtype_name(std::get<0>(c))) + "_H" + std::to_string(std::get<1>(c)) + "_G" +
-         std::to_string(std::get<2>(c)) + "_d" + std::to_string(std::get<3>(c)) + "_page" +
-         std::to_string(std::get<4>(c));
-}
-
-class DensePrefillTest : public ::testing::TestWithParam<Config> {
- protected:
-  PrefillCase make_case(std::vector<int32_t> q_lens, std::vector<int32_t> kv_lens) const {
-    const auto [dtype, h, g, d, page] = GetParam();
-    PrefillCase c;
-    c.dtype = dtype;
-    c.num_heads = h;
-    c.num_kv_heads = g;
-    c.head_dim = d;
-    c.page_size = page;
-    c.q_lens = std::move(q_lens);
-    c.kv_lens = std::move(kv_lens);
-    return c;
-  }
-};
-
-// Every awkward length as a one-shot prompt, in one varlen batch.
-TEST_P(DensePrefillTest, AwkwardLengthsOneShotInOneBatch) {
-  KC_SKIP_WITHOUT_GPU();
-  auto rng = testing::rng_for_test();
-  std::vector<int32_t> lens;
-  for (int n : testing::awkward_lengths()) {
-    if (n <= 1000) lens.push_back(n);
-  }
-  const PrefillProblem p(make_case(lens, lens), rng);
-  expect_dense_matches(p, run_dense(p));
-}
-
-// Later chunks of longer sequences (q_len < kv_len), unaligned and aligned, mixed with a decode-like
-// single query and a sequence with no queries in this call.
-TEST_P(DensePrefillTest, ChunksOfLongerSequences) {
-  KC_SKIP_WITHOUT_GPU();
-  auto rng = testing::rng_for_test();
-  const PrefillProblem p(make_case({33, 1, 31, 0, 127, 129, 64}, {1000, 4097, 32, 17, 129, 1000, 96}), rng);
-  expect_dense_matches(p, run_dense(p));
-}
-
 // The LSE-only pass gives the dense kernel's LSE (within the reference tolerance).
-void expect_lse_pass_matches(const PrefillProblem& p, bool wgmma) {
-  const DenseResult got = run_dense(p, /*lse_only=*/true, wgmma);
+void expect_lse_pass_matches(const PrefillProblem& p, PrefillVariant variant) {
+  const DenseResult got = run_dense(p, variant, /*lse_only=*/true);
   const testing::PrefillReference r = testing::recompute_prefill(p, testing::dense_keys(p));
   ASSERT_EQ(got.lse.size(), r.lse64.size());
   for (size_t i = 0; i < got.lse.size(); ++i) {
@@ -145,66 +91,119 @@ void expect_lse_pass_matches(const PrefillProblem& p, bool wgmma) {
   }
 }
 
-TEST_P(DensePrefillTest, LsePassMatchesReference) {
-  KC_SKIP_WITHOUT_GPU();
+// The fp64 / naive recomputation the GPU checks rely on agrees with src/ref, and the rule rejects a
+// perturbed output (host only: runs without a GPU).
+TEST(DensePrefillReference, RecomputationMatchesSrcRefAndRejectsPerturbation) {
   auto rng = testing::rng_for_test();
-  expect_lse_pass_matches(PrefillProblem(make_case({129, 31, 1}, {129, 1000, 33}), rng), false);
+  const PrefillProblem p(testing::make_prefill_case(DType::kBF16, 8, 2, 64, {33, 1, 0}, {100, 1, 20}), rng);
+  const PrefillCase& c = p.spec();
+  const size_t rows = size_t(p.total_q()) * c.num_heads;
+  std::vector<float> ref_o(rows * c.head_dim), ref_lse(rows);
+  AttentionParams params;
+  params.scale = p.scale();
+  KC_ASSERT_OK(ref::dense_attention_ref(p.host_q(), p.host_kv(), params, {ref_o.data(), DType::kF32, ref_lse.data()}));
+  const testing::PrefillReference r = testing::recompute_prefill(p, testing::dense_keys(p));
+  for (size_t i = 0; i < rows; ++i) ASSERT_NEAR(r.lse64[i], ref_lse[i], 1e-4 + 1e-5 * std::fabs(ref_lse[i])) << i;
+  std::vector<float> o(r.o64.begin(), r.o64.end()), lse(r.lse64.begin(), r.lse64.end());
+  for (float& x : o) x = round_to_dtype(x, c.dtype);
+  EXPECT_TRUE(testing::check_prefill_attention(p, r, o, lse));
+  EXPECT_TRUE(testing::all_close(o, ref_o, {p.total_q(), c.num_heads, c.head_dim}, testing::tolerance_for(c.dtype)));
+  o[5] += 0.25f;
+  EXPECT_FALSE(testing::check_prefill_attention(p, r, o, lse));
+  o[5] -= 0.25f;
+  lse[3] += 0.01f;
+  EXPECT_FALSE(testing::check_prefill_attention(p, r, o, lse));
 }
 
-// The wgmma variant (sm_90a Q·Kᵀ), same checks.
-TEST_P(DensePrefillTest, WgmmaAwkwardLengthsAndChunks) {
-  KC_SKIP_WITHOUT_WGMMA();
+// (shape configuration, kernel variant)
+using DenseParam = std::tuple<testing::PrefillConfig, PrefillVariant>;
+
+std::string dense_param_name(const ::testing::TestParamInfo<DenseParam>& info) {
+  const PrefillVariant variant = std::get<1>(info.param);
+  const std::string shape = testing::prefill_config_name({std::get<0>(info.param), info.index});
+  return shape + (variant == PrefillVariant::kMma ? "_mma" : variant == PrefillVariant::kWgmma ? "_wgmma" : "_ws");
+}
+
+class DensePrefillTest : public ::testing::TestWithParam<DenseParam> {
+ protected:
+  PrefillVariant variant() const { return std::get<1>(GetParam()); }
+  PrefillCase make_case(std::vector<int32_t> q_lens, std::vector<int32_t> kv_lens) const {
+    const auto [dtype, h, g, d, page] = std::get<0>(GetParam());
+    return testing::make_prefill_case(dtype, h, g, d, std::move(q_lens), std::move(kv_lens), page);
+  }
+};
+
+// Every awkward length up to 1000 as a one-shot prompt, in one varlen batch.
+TEST_P(DensePrefillTest, AwkwardLengthsOneShotInOneBatch) {
+  KC_SKIP_WITHOUT_VARIANT(variant());
   auto rng = testing::rng_for_test();
   std::vector<int32_t> lens;
   for (int n : testing::awkward_lengths()) {
     if (n <= 1000) lens.push_back(n);
   }
-  const PrefillProblem one_shot(make_case(lens, lens), rng);
-  expect_dense_matches(one_shot, run_dense(one_shot, false, /*wgmma=*/true));
-  const PrefillProblem chunks(make_case({33, 1, 31, 127, 64}, {1000, 4097, 32, 129, 96}), rng);
-  expect_dense_matches(chunks, run_dense(chunks, false, /*wgmma=*/true));
-  expect_lse_pass_matches(chunks, /*wgmma=*/true);
+  const PrefillProblem p(make_case(lens, lens), rng);
+  expect_dense_matches(p, run_dense(p, variant()));
 }
 
+// Later chunks of longer sequences (q_len < kv_len), unaligned and aligned, mixed with a decode-like
+// single query and a sequence with no queries in this call.
+TEST_P(DensePrefillTest, ChunksOfLongerSequences) {
+  KC_SKIP_WITHOUT_VARIANT(variant());
+  auto rng = testing::rng_for_test();
+  const PrefillProblem p(make_case({33, 1, 31, 0, 127, 129, 64}, {1000, 4097, 32, 17, 129, 1000, 96}), rng);
+  expect_dense_matches(p, run_dense(p, variant()));
+}
+
+TEST_P(DensePrefillTest, LsePassMatchesReference) {
+  KC_SKIP_WITHOUT_VARIANT(variant());
+  auto rng = testing::rng_for_test();
+  expect_lse_pass_matches(PrefillProblem(make_case({129, 31, 1, 0}, {129, 1000, 33, 50}), rng), variant());
+}
+
+// g = 1, 2, 3, 4, 8; paged with pages of 16, 32, 64 (per-key block-table lookups in the
+// warp-specialised producer) and 128 (one lookup per 128-key tile), and contiguous (page 0).
 INSTANTIATE_TEST_SUITE_P(
     Shapes, DensePrefillTest,
-    ::testing::Values(Config{DType::kF16, 8, 8, 128, 16}, Config{DType::kBF16, 8, 4, 64, 16},
-                      Config{DType::kF16, 12, 4, 64, 0}, Config{DType::kBF16, 16, 4, 128, 32},
-                      Config{DType::kF16, 16, 2, 128, 64}, Config{DType::kBF16, 8, 1, 64, 16}),
-    config_name);
+    ::testing::Combine(::testing::Values(testing::PrefillConfig{DType::kF16, 8, 8, 128, 16},
+                                         testing::PrefillConfig{DType::kBF16, 8, 4, 64, 16},
+                                         testing::PrefillConfig{DType::kF16, 12, 4, 64, 0},
+                                         testing::PrefillConfig{DType::kBF16, 16, 4, 128, 32},
+                                         testing::PrefillConfig{DType::kF16, 16, 2, 128, 64},
+                                         testing::PrefillConfig{DType::kBF16, 8, 1, 64, 16},
+                                         testing::PrefillConfig{DType::kBF16, 16, 2, 128, 128},
+                                         testing::PrefillConfig{DType::kF16, 8, 8, 64, 0}),
+                       ::testing::Values(PrefillVariant::kMma, PrefillVariant::kWgmma,
+                                         PrefillVariant::kWarpSpecialized)),
+    dense_param_name);
 
-// The longest awkward length as one prompt (f16, d = 128, g = 4; bf16, d = 64, g = 2).
-TEST(DensePrefill, LongPrompt4097) {
-  KC_SKIP_WITHOUT_GPU();
-  for (const auto& [dtype, h, g, d] : {std::tuple{DType::kF16, 4, 1, 128}, std::tuple{DType::kBF16, 4, 2, 64}}) {
+class DensePrefillVariantTest : public ::testing::TestWithParam<PrefillVariant> {};
+
+std::string variant_param_name(const ::testing::TestParamInfo<PrefillVariant>& info) {
+  return info.param == PrefillVariant::kMma ? "mma" : info.param == PrefillVariant::kWgmma ? "wgmma" : "ws";
+}
+
+// The longest awkward length as one prompt (f16, d = 128, g = 4 contiguous; bf16, d = 64, g = 2 paged).
+TEST_P(DensePrefillVariantTest, LongPrompt4097) {
+  KC_SKIP_WITHOUT_VARIANT(GetParam());
+  for (const auto& [dtype, h, g, d, page] :
+       {std::tuple{DType::kF16, 4, 1, 128, 0}, std::tuple{DType::kBF16, 4, 2, 64, 16}}) {
     SCOPED_TRACE(dtype_name(dtype));
     auto rng = testing::rng_for_test(static_cast<uint64_t>(d));
-    PrefillCase c;
-    c.dtype = dtype;
-    c.num_heads = h;
-    c.num_kv_heads = g;
-    c.head_dim = d;
-    c.q_lens = {4097};
-    c.kv_lens = {4097};
-    const PrefillProblem p(c, rng);
-    expect_dense_matches(p, run_dense(p));
+    const PrefillProblem p(testing::make_prefill_case(dtype, h, g, d, {4097}, {4097}, page), rng);
+    expect_dense_matches(p, run_dense(p, GetParam()));
   }
 }
 
 // Chunked prefill in multiples of the tile (and of nothing larger) equals the one-shot call exactly:
 // a row's result does not depend on which other rows share its CTA.
-void expect_chunks_equal_one_shot(bool wgmma) {
+TEST_P(DensePrefillVariantTest, ChunkedEqualsOneShotBitForBit) {
+  KC_SKIP_WITHOUT_VARIANT(GetParam());
   auto rng = testing::rng_for_test();
-  PrefillCase c;
-  c.dtype = DType::kBF16;
-  c.num_heads = 12;
-  c.num_kv_heads = 4;  // g = 3: row blocks of 128 rows straddle queries
-  c.head_dim = 128;
-  c.q_lens = {1000};
-  c.kv_lens = {1000};
+  // g = 3: row blocks of 128 rows straddle queries
+  const PrefillCase c = testing::make_prefill_case(DType::kBF16, 12, 4, 128, {1000}, {1000});
   const PrefillProblem p(c, rng);
-  const DenseResult full = run_dense(p, false, wgmma);
-  auto w = testing::make_prefill_workspace(p.shape(), with_wgmma(wgmma));
+  const DenseResult full = run_dense(p, GetParam());
+  auto w = testing::make_prefill_workspace(p.shape(), testing::variant_options(GetParam()));
   ASSERT_TRUE(w.ok()) << w.status().to_string();
   AttentionParams params;
   params.scale = p.scale();
@@ -227,33 +226,26 @@ void expect_chunks_equal_one_shot(bool wgmma) {
       }
     }
   }
-  auto errors = read_prefill_errors(w->plan, w->workspace.data(), nullptr);
-  ASSERT_TRUE(errors.ok());
-  EXPECT_EQ(*errors, 0u) << describe_prefill_errors(*errors);
+  testing::expect_no_prefill_errors(w->plan, w->workspace.data());
 }
 
-TEST(DensePrefill, ChunkedEqualsOneShotBitForBit) {
-  KC_SKIP_WITHOUT_GPU();
-  expect_chunks_equal_one_shot(false);
-}
-
-TEST(DensePrefill, WgmmaChunkedEqualsOneShotBitForBit) {
-  KC_SKIP_WITHOUT_WGMMA();
-  expect_chunks_equal_one_shot(true);
+// The persistent grid of the warp-specialised kernel walks more units than it has CTAs and varlen
+// sequences of very different lengths (every CTA takes several units of several sequences).
+TEST_P(DensePrefillVariantTest, ManyUnitsPerCta) {
+  KC_SKIP_WITHOUT_VARIANT(GetParam());
+  auto rng = testing::rng_for_test();
+  const PrefillProblem p(
+      testing::make_prefill_case(DType::kF16, 32, 8, 64, {2000, 1, 700, 129, 1500}, {2000, 40, 3000, 129, 1500}, 32),
+      rng);
+  expect_dense_matches(p, run_dense(p, GetParam()));
 }
 
 // Lengths past the plan's limits set the error word (and skip the sequence) instead of reading
 // outside the plan's buffers.
-TEST(DensePrefill, LengthsPastThePlanSetTheErrorWord) {
-  KC_SKIP_WITHOUT_GPU();
+TEST_P(DensePrefillVariantTest, LengthsPastThePlanSetTheErrorWord) {
+  KC_SKIP_WITHOUT_VARIANT(GetParam());
   auto rng = testing::rng_for_test();
-  PrefillCase c;
-  c.dtype = DType::kF16;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 64;
-  c.q_lens = {100};
-  c.kv_lens = {200};
+  const PrefillCase c = testing::make_prefill_case(DType::kF16, 4, 2, 64, {100}, {200});
   const PrefillProblem p(c, rng);
   AttentionParams params;
   params.scale = p.scale();
@@ -263,7 +255,9 @@ TEST(DensePrefill, LengthsPastThePlanSetTheErrorWord) {
     PrefillShape shape = p.shape();
     shape.max_q_len = max_q_len;
     shape.max_kv_len = max_kv_len;
-    auto w = testing::make_prefill_workspace(shape, PrefillPlanOptions{false});
+    PrefillPlanOptions options = testing::variant_options(GetParam());
+    options.selection = false;
+    auto w = testing::make_prefill_workspace(shape, options);
     ASSERT_TRUE(w.ok()) << w.status().to_string();
     KC_ASSERT_OK(dense_prefill(w->plan, p.device_q(), p.device_kv(), params, {o.data(), c.dtype, lse.as<float>()},
                                w->workspace.data(), nullptr));
@@ -272,6 +266,11 @@ TEST(DensePrefill, LengthsPastThePlanSetTheErrorWord) {
     EXPECT_EQ(*errors, bit) << describe_prefill_errors(*errors);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Variants, DensePrefillVariantTest,
+                         ::testing::Values(PrefillVariant::kMma, PrefillVariant::kWgmma,
+                                           PrefillVariant::kWarpSpecialized),
+                         variant_param_name);
 
 }  // namespace
 }  // namespace kascade::cuda

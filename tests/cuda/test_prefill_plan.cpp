@@ -6,7 +6,9 @@
 // the field, before any device work), and the names of the device error bits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cuda/common/device_errors.h"
@@ -90,6 +92,66 @@ TEST(PrefillPlan, TileSlotBoundsMatchBruteForce) {
       }
     }
   }
+}
+
+// The warp-specialised kernels' persistent schedule (prefill_params.h: ws_unit_coords, prefill_shapes.h:
+// dense_row_blocks, ws_grid_ctas): every (row block, KV group, sequence) is taken exactly once over
+// all CTAs, row blocks never increase along a CTA's walk (longest key lists first), and the grid
+// never exceeds the units or the multiprocessors.
+TEST(PrefillPlan, WarpSpecializedScheduleCoversEveryUnitOnce) {
+  for (const auto& [max_q_len, group, kv_heads, batch, sms] :
+       {std::tuple{1000, 4, 8, 1, 132}, std::tuple{1, 1, 1, 1, 132}, std::tuple{4097, 8, 2, 3, 7},
+        std::tuple{129, 3, 4, 5, 132}}) {
+    const int64_t row_blocks = prefill::dense_row_blocks(max_q_len, group);
+    ASSERT_EQ(row_blocks, (int64_t{max_q_len} * group + 127) / 128);
+    const int64_t units = row_blocks * kv_heads * batch;
+    const int ctas = prefill::ws_grid_ctas(units, sms);
+    ASSERT_GE(ctas, 1);
+    ASSERT_LE(ctas, std::min<int64_t>(units, sms));
+    std::vector<int> seen(static_cast<size_t>(units), 0);
+    for (int cta = 0; cta < ctas; ++cta) {
+      int last_block = static_cast<int>(row_blocks);
+      for (int64_t u = cta; u < units; u += ctas) {
+        const prefill::WsUnitCoords at =
+            prefill::ws_unit_coords(static_cast<int>(u), static_cast<int>(row_blocks), kv_heads, batch);
+        ASSERT_GE(at.row_block, 0);
+        ASSERT_LT(at.row_block, row_blocks);
+        ASSERT_GE(at.kv_head, 0);
+        ASSERT_LT(at.kv_head, kv_heads);
+        ASSERT_GE(at.b, 0);
+        ASSERT_LT(at.b, batch);
+        ASSERT_LE(at.row_block, last_block) << "unit " << u << " of CTA " << cta;
+        last_block = at.row_block;
+        ++seen[(static_cast<size_t>(at.row_block) * batch + at.b) * kv_heads + at.kv_head];
+      }
+    }
+    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "unit " << i;
+  }
+}
+
+// The warp-specialised option reaches the plan with the multiprocessor count of its grids.
+TEST(PrefillPlan, LayoutKeepsWarpSpecializedAndMultiprocessors) {
+  PrefillShape shape;
+  shape.dtype = DType::kBF16;
+  shape.batch = 2;
+  shape.num_heads = 32;
+  shape.num_kv_heads = 8;
+  shape.head_dim = 128;
+  shape.max_total_q = 4096;
+  shape.max_q_len = 4096;
+  shape.max_kv_len = 8192;
+  PrefillPlanOptions options;
+  options.warp_specialized = true;
+  auto plan = layout_prefill_plan(shape, options, 132, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_TRUE(plan->warp_specialized);
+  EXPECT_FALSE(plan->wgmma);
+  EXPECT_EQ(plan->num_sms, 132);
+  options.warp_specialized = false;
+  auto reference = layout_prefill_plan(shape, options, 132, 1);
+  ASSERT_TRUE(reference.ok());
+  EXPECT_FALSE(reference->warp_specialized);
+  EXPECT_EQ(reference->workspace.total_bytes, plan->workspace.total_bytes);  // same workspace either way
 }
 
 TEST(PrefillPlan, LayoutAt128KBoundsSelectionMemory) {

@@ -9,12 +9,63 @@
 #include <span>
 #include <string>
 
+#include "cuda/prefill/prefill_errors.h"
 #include "cuda/prefill/prefill_plan.h"
 #include "ref/scores_ref.h"
 #include "ref/topk_ref.h"
 #include "testing/harness.h"
 
 namespace kascade::testing {
+
+// ---- cases, configurations, variants
+
+PrefillCase make_prefill_case(DType dtype, int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
+                              std::vector<int32_t> q_lens, std::vector<int32_t> kv_lens, int32_t page_size) {
+  PrefillCase c;
+  c.dtype = dtype;
+  c.num_heads = num_heads;
+  c.num_kv_heads = num_kv_heads;
+  c.head_dim = head_dim;
+  c.page_size = page_size;
+  c.q_lens = std::move(q_lens);
+  c.kv_lens = std::move(kv_lens);
+  return c;
+}
+
+std::string prefill_config_name(const ::testing::TestParamInfo<PrefillConfig>& info) {
+  const PrefillConfig& c = info.param;
+  return std::string(dtype_name(std::get<0>(c))) + "_H" + std::to_string(std::get<1>(c)) + "_G" +
+         std::to_string(std::get<2>(c)) + "_d" + std::to_string(std::get<3>(c)) + "_page" +
+         std::to_string(std::get<4>(c));
+}
+
+PrefillCase PrefillConfigTest::make_case(std::vector<int32_t> q_lens, std::vector<int32_t> kv_lens) const {
+  const auto [dtype, h, g, d, page] = GetParam();
+  return make_prefill_case(dtype, h, g, d, std::move(q_lens), std::move(kv_lens), page);
+}
+
+const char* prefill_variant_name(PrefillVariant variant) {
+  switch (variant) {
+    case PrefillVariant::kMma:
+      return "mma";
+    case PrefillVariant::kWgmma:
+      return "wgmma";
+    case PrefillVariant::kWarpSpecialized:
+      return "warp-specialised";
+  }
+  return "unknown variant";
+}
+
+cuda::PrefillPlanOptions variant_options(PrefillVariant variant) {
+  cuda::PrefillPlanOptions options;
+  options.wgmma = variant == PrefillVariant::kWgmma;
+  options.warp_specialized = variant == PrefillVariant::kWarpSpecialized;
+  return options;
+}
+
+bool variant_available(PrefillVariant variant) {
+  return variant == PrefillVariant::kMma ? cuda_device_available() : wgmma_device_available();
+}
 
 // ---- PrefillProblem
 
@@ -156,6 +207,13 @@ PrefillProblem::Chunk PrefillProblem::chunk(int32_t c0, int32_t c1) const {
 
 // ---- rows
 
+Budget small_prefill_budget() {
+  Budget b;
+  b.rho_ppm = 300000;
+  b.k_min = 5;
+  return b;
+}
+
 PrefillIndexRows PrefillRowsOnDevice::view(bool include_local, IndexGranularity granularity) const {
   PrefillIndexRows rows;
   rows.indices = indices.as<int32_t>();
@@ -246,45 +304,10 @@ PrefillReference recompute_prefill(const PrefillProblem& p, const KeyListFn& key
     const std::vector<int32_t> list = keys(b, i, h);
     const size_t row = static_cast<size_t>(p.q_start(b) + i) * heads + h;
     if (list.empty()) continue;
-    const float* q = p.q_row(b, i, h);
     const int32_t g = h / p.group();
-    std::vector<double> s(list.size());
-    std::vector<float> s_naive(list.size());
-    for (size_t n = 0; n < list.size(); ++n) {
-      const float* k = p.k_row(b, list[n], g);
-      double acc = 0.0;
-      float acc32 = 0.0f;
-      for (int32_t ch = 0; ch < d; ++ch) {
-        acc += static_cast<double>(q[ch]) * k[ch];
-        acc32 += q[ch] * k[ch];
-      }
-      s[n] = acc * scale;
-      s_naive[n] = round_to_dtype(round_to_dtype(acc32, c.dtype) * static_cast<float>(scale), c.dtype);
-    }
-    const double m = *std::max_element(s.begin(), s.end());
-    const float m_naive = *std::max_element(s_naive.begin(), s_naive.end());
-    double sum = 0.0;
-    float sum_naive = 0.0f;
-    for (size_t n = 0; n < list.size(); ++n) {
-      sum += std::exp(s[n] - m);
-      sum_naive += std::exp(s_naive[n] - m_naive);
-    }
-    r.lse64[row] = m + std::log(sum);
-    std::vector<double> o(d, 0.0);
-    std::vector<float> o_naive(d, 0.0f);
-    for (size_t n = 0; n < list.size(); ++n) {
-      const float* v = p.v_row(b, list[n], g);
-      const double w = std::exp(s[n] - m) / sum;
-      const float w_naive = round_to_dtype(std::exp(s_naive[n] - m_naive) / sum_naive, c.dtype);
-      for (int32_t ch = 0; ch < d; ++ch) {
-        o[ch] += w * v[ch];
-        o_naive[ch] += w_naive * v[ch];
-      }
-    }
-    for (int32_t ch = 0; ch < d; ++ch) {
-      r.o64[row * d + ch] = o[ch];
-      r.naive_o[row * d + ch] = round_to_dtype(o_naive[ch], c.dtype);
-    }
+    recompute_row(
+        p.q_row(b, i, h), list, [&](int32_t j) { return p.k_row(b, j, g); }, [&](int32_t j) { return p.v_row(b, j, g); },
+        d, scale, c.dtype, r.o64.data() + row * d, r.lse64.data() + row, r.naive_o.data() + row * d);
   }
   return r;
 }
@@ -299,17 +322,7 @@ PrefillReference recompute_prefill(const PrefillProblem& p, const KeyListFn& key
   }
   auto o_check = within_naive_error(got_o, r.naive_o, r.o64, shape, 2.0 * dtype_epsilon(c.dtype));
   if (!o_check) return ::testing::AssertionFailure() << "o: " << o_check.message();
-  for (size_t i = 0; i < got_lse.size(); ++i) {
-    const double want = r.lse64[i];
-    const double got = got_lse[i];
-    const bool ok = std::isinf(want) ? (std::isinf(got) && got < 0)
-                                     : std::fabs(got - want) <= 1e-4 + 1e-5 * std::fabs(want);
-    if (!ok) {
-      return ::testing::AssertionFailure() << "lse of (query, head) = (" << i / c.num_heads << ", "
-                                           << i % c.num_heads << "): got " << got << ", fp64 reference " << want;
-    }
-  }
-  return ::testing::AssertionSuccess();
+  return check_lse(got_lse, r.lse64, c.num_heads, "(query, head)");
 }
 
 ::testing::AssertionResult check_selected_rows(const PrefillProblem& p, const ref::PrefillRowPlan& plan,
@@ -375,6 +388,14 @@ Result<PlannedWorkspace> make_prefill_workspace(const cuda::PrefillShape& shape,
   w.workspace = DeviceBuffer(w.plan.workspace.total_bytes, 0);
   KC_RETURN_IF_ERROR(cuda::initialize_prefill_workspace(w.plan, w.workspace.data(), nullptr));
   return w;
+}
+
+void expect_no_prefill_errors(const cuda::PrefillPlan& plan, void* workspace) {
+  auto errors = cuda::read_prefill_errors(plan, workspace, nullptr);
+  EXPECT_TRUE(errors.ok()) << errors.status().to_string();
+  if (errors.ok()) {
+    EXPECT_EQ(*errors, 0u) << cuda::describe_prefill_errors(*errors);
+  }
 }
 
 }  // namespace kascade::testing

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <functional>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "cuda/prefill/prefill_plan.h"
@@ -33,6 +35,34 @@ struct PrefillCase {
   std::vector<int32_t> kv_lens;
   float q_range = 2.0f, k_range = 2.0f, v_range = 1.0f;
 };
+
+// A PrefillCase from its fields (the tests' shorthand).
+PrefillCase make_prefill_case(DType dtype, int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
+                              std::vector<int32_t> q_lens, std::vector<int32_t> kv_lens, int32_t page_size = 16);
+
+// Shape-parameterised prefill tests: (dtype, H, G, head_dim, page_size; 0 = contiguous).
+using PrefillConfig = std::tuple<DType, int, int, int, int>;
+std::string prefill_config_name(const ::testing::TestParamInfo<PrefillConfig>& info);
+class PrefillConfigTest : public ::testing::TestWithParam<PrefillConfig> {
+ protected:
+  PrefillCase make_case(std::vector<int32_t> q_lens, std::vector<int32_t> kv_lens) const;
+};
+
+// The prefill kernel families a plan can select (PrefillPlanOptions): mma.sync (default), wgmma
+// issued synchronously, and the warp-specialised sm_90a mainloop (dense + LSE pass; the other
+// kernels of such a plan stay on mma.sync).
+enum class PrefillVariant { kMma, kWgmma, kWarpSpecialized };
+const char* prefill_variant_name(PrefillVariant variant);
+// Options forcing `variant` (every other option at its default).
+cuda::PrefillPlanOptions variant_options(PrefillVariant variant);
+// Whether this machine runs `variant` (the sm_90a ones need an sm_90 device).
+bool variant_available(PrefillVariant variant);
+
+#define KC_SKIP_WITHOUT_VARIANT(variant)                                                          \
+  do {                                                                                            \
+    if (!::kascade::testing::variant_available(variant))                                          \
+      GTEST_SKIP() << "this device does not run " << ::kascade::testing::prefill_variant_name(variant); \
+  } while (0)
 
 // One prefill call: queries [total_q, H, d] (packed, sequence b's q_len[b] queries are its last
 // positions), K/V of every sequence's kv_len keys. Values are drawn in the dtype, so the float
@@ -90,6 +120,10 @@ class PrefillProblem {
   DeviceBuffer q_d_, k_d_, v_d_, table_d_, cu_d_, lens_d_;
 };
 
+// A budget that selects a large share of each tile's candidates (rho 30 %, k_min 5), so that
+// small test calls select many indices.
+Budget small_prefill_budget();
+
 // Planned compact rows of a call (ref::plan_prefill_rows) with host and device copies.
 struct PrefillRowsOnDevice {
   ref::PrefillRowPlan plan;
@@ -144,5 +178,8 @@ struct PlannedWorkspace {
 };
 Result<PlannedWorkspace> make_prefill_workspace(const cuda::PrefillShape& shape,
                                                 const cuda::PrefillPlanOptions& options = {});
+
+// Reads the workspace's error word and expects it clear (naming the bits otherwise).
+void expect_no_prefill_errors(const cuda::PrefillPlan& plan, void* workspace);
 
 }  // namespace kascade::testing

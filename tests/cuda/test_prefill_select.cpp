@@ -8,8 +8,8 @@
 //     (harness topk_sets_equivalent), over awkward lengths as one-shot prompts and chunks, rolling and
 //     fixed budgets, group sizes 1..8 (g = 8 pools 256 rows per tile), several waves and key splits;
 //   - all-zero queries (every candidate ties): rows are exactly 0 .. k_t - 1.
-// Index buffers start poisoned (-1); the device error word must stay clear. The wgmma variant runs
-// on sm_90 devices.
+// Index buffers start poisoned (-1); the device error word must stay clear. The wgmma variant and
+// the warp-specialised LSE pass (PrefillPlanOptions::warp_specialized) run on sm_90 devices.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,15 +34,10 @@ using testing::DeviceBuffer;
 using testing::PrefillCase;
 using testing::PrefillProblem;
 using testing::PrefillRowsOnDevice;
+using testing::PrefillVariant;
 
 constexpr double kScoreEps = 2e-4;  // relative score error of fp32 pooling in another order
 
-Budget small_budget() {
-  Budget b;
-  b.rho_ppm = 300000;
-  b.k_min = 5;
-  return b;
-}
 
 // Calls fn(b, tile, slot, s_t) for every tile slot of the call.
 template <typename Fn>
@@ -100,7 +95,7 @@ TEST(SelectPrefill, AwkwardLengthsPerGroupRolling) {
   }
   const PrefillProblem p(c, rng);
   SelectSetup s;
-  s.budget = small_budget();
+  s.budget = testing::small_prefill_budget();
   expect_select_matches(p, s);
 }
 
@@ -109,13 +104,7 @@ TEST(SelectPrefill, AwkwardLengthsPerGroupRolling) {
 TEST(SelectPrefill, GroupOfEightChunksManyWavesAndSplits) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = testing::rng_for_test();
-  PrefillCase c;
-  c.dtype = DType::kBF16;
-  c.num_heads = 16;
-  c.num_kv_heads = 2;
-  c.head_dim = 64;
-  c.q_lens = {33, 129, 64, 1};
-  c.kv_lens = {1000, 129, 4097, 700};
+  const PrefillCase c = testing::make_prefill_case(DType::kBF16, 16, 2, 64, {33, 129, 64, 1}, {1000, 129, 4097, 700});
   const PrefillProblem p(c, rng);
   SelectSetup s;
   s.budget = Budget{};
@@ -125,44 +114,43 @@ TEST(SelectPrefill, GroupOfEightChunksManyWavesAndSplits) {
   expect_select_matches(p, s);
 }
 
-// The wgmma variant (sm_90a Q·Kᵀ in the LSE pass and the pooling): g = 4 (one m-tile per warpgroup
-// row block) and g = 8 (two), several waves and splits.
-TEST(SelectPrefill, WgmmaPerGroupAndGroupOfEight) {
-  KC_SKIP_WITHOUT_WGMMA();
+// The sm_90a variants: wgmma (Q·Kᵀ of the LSE pass and the pooling on wgmma) and the
+// warp-specialised LSE pass (pooling on mma.sync); g = 4 (one m-tile per warpgroup row block) and
+// g = 8 (two), several waves and splits.
+void expect_group_of_four_and_eight(PrefillVariant variant) {
   auto rng = testing::rng_for_test();
   for (const int32_t kv_heads : {2, 1}) {
-    PrefillCase c;
-    c.dtype = kv_heads == 2 ? DType::kF16 : DType::kBF16;
-    c.num_heads = 8;
-    c.num_kv_heads = kv_heads;  // g = 4, then g = 8
-    c.head_dim = kv_heads == 2 ? 128 : 64;
-    c.q_lens = {1000, 33, 129};
-    c.kv_lens = {1000, 1000, 129};
-    const PrefillProblem p(c, rng);
+    const PrefillProblem p(testing::make_prefill_case(kv_heads == 2 ? DType::kF16 : DType::kBF16, 8, kv_heads,
+                                                      kv_heads == 2 ? 128 : 64, {1000, 33, 129}, {1000, 1000, 129}),
+                           rng);  // g = 4, then g = 8
     SelectSetup s;
-    s.budget = small_budget();
-    s.options.wgmma = true;
+    s.budget = testing::small_prefill_budget();
+    s.options = testing::variant_options(variant);
     s.options.tiles_in_flight = 9;
     s.options.key_splits = 2;
     expect_select_matches(p, s);
   }
 }
 
+TEST(SelectPrefill, WgmmaPerGroupAndGroupOfEight) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWgmma);
+  expect_group_of_four_and_eight(PrefillVariant::kWgmma);
+}
+
+TEST(SelectPrefill, WarpSpecializedPerGroupAndGroupOfEight) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecialized);
+  expect_group_of_four_and_eight(PrefillVariant::kWarpSpecialized);
+}
+
 // kascade-pooled: one row per tile pooled over all heads (R = 1 < G: the Top-k sums the groups).
 TEST(SelectPrefill, OneRowPooledOverAllGroups) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = testing::rng_for_test();
-  PrefillCase c;
-  c.dtype = DType::kF16;
-  c.num_heads = 8;
-  c.num_kv_heads = 4;
-  c.head_dim = 64;
-  c.q_lens = {1000};
-  c.kv_lens = {1000};
+  const PrefillCase c = testing::make_prefill_case(DType::kF16, 8, 4, 64, {1000}, {1000});
   const PrefillProblem p(c, rng);
   SelectSetup s;
   s.pooling.num_rows = 1;
-  s.budget = small_budget();
+  s.budget = testing::small_prefill_budget();
   s.options.tiles_in_flight = 5;
   expect_select_matches(p, s);
 }
@@ -171,17 +159,11 @@ TEST(SelectPrefill, OneRowPooledOverAllGroups) {
 TEST(SelectPrefill, RowsOfTwoGroupsGroupOfThree) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = testing::rng_for_test();
-  PrefillCase c;
-  c.dtype = DType::kBF16;
-  c.num_heads = 12;
-  c.num_kv_heads = 4;
-  c.head_dim = 128;
-  c.q_lens = {500};
-  c.kv_lens = {500};
+  const PrefillCase c = testing::make_prefill_case(DType::kBF16, 12, 4, 128, {500}, {500});
   const PrefillProblem p(c, rng);
   SelectSetup s;
   s.pooling.num_rows = 2;
-  s.budget = small_budget();
+  s.budget = testing::small_prefill_budget();
   expect_select_matches(p, s);
 }
 
@@ -189,18 +171,12 @@ TEST(SelectPrefill, RowsOfTwoGroupsGroupOfThree) {
 TEST(SelectPrefill, MaxPoolingOneRowMha) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = testing::rng_for_test();
-  PrefillCase c;
-  c.dtype = DType::kBF16;
-  c.num_heads = 4;
-  c.num_kv_heads = 4;
-  c.head_dim = 128;
-  c.q_lens = {200, 77};
-  c.kv_lens = {200, 300};
+  const PrefillCase c = testing::make_prefill_case(DType::kBF16, 4, 4, 128, {200, 77}, {200, 300});
   const PrefillProblem p(c, rng);
   SelectSetup s;
   s.pooling.num_rows = 1;
   s.pooling.reduce = ScoreReduce::kMax;
-  s.budget = small_budget();
+  s.budget = testing::small_prefill_budget();
   expect_select_matches(p, s);
 }
 
@@ -218,7 +194,7 @@ TEST(SelectPrefill, ZeroQueriesSelectTheLowestIndices) {
   c.kv_lens = {1000, 129};
   PrefillProblem p(c, rng);
   p.zero_queries();
-  PrefillRowsOnDevice rows = testing::plan_rows_on_device(c.q_lens, c.kv_lens, 32, 2, small_budget(), true);
+  PrefillRowsOnDevice rows = testing::plan_rows_on_device(c.q_lens, c.kv_lens, 32, 2, testing::small_prefill_budget(), true);
   auto w = testing::make_prefill_workspace(p.shape(), PrefillPlanOptions{});
   ASSERT_TRUE(w.ok()) << w.status().to_string();
   AttentionParams params;
@@ -253,7 +229,7 @@ TEST(SelectPrefill, PooledScoresStageMatchesReference) {
     c.q_lens = {129, 40};
     c.kv_lens = {700, 1000};
     const PrefillProblem p(c, rng);
-    PrefillRowsOnDevice rows = testing::plan_rows_on_device(c.q_lens, c.kv_lens, 32, num_rows, small_budget(), true);
+    PrefillRowsOnDevice rows = testing::plan_rows_on_device(c.q_lens, c.kv_lens, 32, num_rows, testing::small_prefill_budget(), true);
     PrefillPlanOptions options;
     options.tiles_in_flight = 4;
     options.key_splits = 2;
@@ -306,20 +282,14 @@ TEST(SelectPrefill, PooledScoresStageMatchesReference) {
 TEST(SelectPrefill, TopkStageIsExactOnTies) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = testing::rng_for_test();
-  PrefillCase c;
-  c.dtype = DType::kF16;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 64;
-  c.q_lens = {300, 45, 64};
-  c.kv_lens = {300, 1000, 4097};
+  const PrefillCase c = testing::make_prefill_case(DType::kF16, 4, 2, 64, {300, 45, 64}, {300, 1000, 4097});
   const PrefillProblem p(c, rng);
   for (const auto& config : {std::pair{2, ScoreReduce::kSum}, std::pair{1, ScoreReduce::kSum},
                              std::pair{1, ScoreReduce::kMax}}) {
     const int32_t num_rows = config.first;
     const ScoreReduce reduce = config.second;
     SCOPED_TRACE("R = " + std::to_string(num_rows) + (reduce == ScoreReduce::kMax ? " max" : " sum"));
-    PrefillRowsOnDevice rows = testing::plan_rows_on_device(c.q_lens, c.kv_lens, 32, num_rows, small_budget(), true);
+    PrefillRowsOnDevice rows = testing::plan_rows_on_device(c.q_lens, c.kv_lens, 32, num_rows, testing::small_prefill_budget(), true);
     auto w = testing::make_prefill_workspace(p.shape(), PrefillPlanOptions{});
     ASSERT_TRUE(w.ok()) << w.status().to_string();
     const PrefillPlan& plan = w->plan;

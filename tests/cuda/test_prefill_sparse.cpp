@@ -111,38 +111,8 @@ void expect_sparse_matches(const PrefillProblem& p, const SparseSetup& s, std::m
   EXPECT_TRUE(testing::all_close(got_lse, ref_lse, {p.total_q(), c.num_heads}, {1e-4, 1e-5}));
 }
 
-Budget small_budget() {
-  Budget b;
-  b.rho_ppm = 300000;
-  b.k_min = 5;
-  return b;
-}
 
-// (dtype, H, G, head_dim, page_size)
-using Config = std::tuple<DType, int, int, int, int>;
-
-std::string config_name(const ::testing::TestParamInfo<Config>& info) {
-  const Config& c = info.param;
-  return std::string(dtype_name(std::get<0>(c))) + "_H" + std::to_string(std::get<1>(c)) + "_G" +
-         std::to_string(std::get<2>(c)) + "_d" + std::to_string(std::get<3>(c)) + "_page" +
-         std::to_string(std::get<4>(c));
-}
-
-class SparsePrefillTest : public ::testing::TestWithParam<Config> {
- protected:
-  PrefillCase make_case(std::vector<int32_t> q_lens, std::vector<int32_t> kv_lens) const {
-    const auto [dtype, h, g, d, page] = GetParam();
-    PrefillCase c;
-    c.dtype = dtype;
-    c.num_heads = h;
-    c.num_kv_heads = g;
-    c.head_dim = d;
-    c.page_size = page;
-    c.q_lens = std::move(q_lens);
-    c.kv_lens = std::move(kv_lens);
-    return c;
-  }
-};
+using SparsePrefillTest = testing::PrefillConfigTest;
 
 TEST_P(SparsePrefillTest, AwkwardLengthsRollingIdentityMap) {
   KC_SKIP_WITHOUT_GPU();
@@ -153,7 +123,7 @@ TEST_P(SparsePrefillTest, AwkwardLengthsRollingIdentityMap) {
   }
   const PrefillProblem p(make_case(lens, lens), rng);
   SparseSetup s;
-  s.budget = small_budget();
+  s.budget = testing::small_prefill_budget();
   expect_sparse_matches(p, s, rng);
 }
 
@@ -166,7 +136,7 @@ TEST_P(SparsePrefillTest, WgmmaAwkwardLengthsAndPerHeadRows) {
     if (n <= 1000) lens.push_back(n);
   }
   SparseSetup s;
-  s.budget = small_budget();
+  s.budget = testing::small_prefill_budget();
   s.wgmma = true;
   expect_sparse_matches(PrefillProblem(make_case(lens, lens), rng), s, rng);
   s.granularity = IndexGranularity::kPerQueryHead;
@@ -192,7 +162,7 @@ TEST_P(SparsePrefillTest, AllGroupsReadOneRow) {
   SparseSetup s;
   s.num_rows = 1;
   s.head_map.assign(p.spec().num_kv_heads, 0);
-  s.budget = small_budget();
+  s.budget = testing::small_prefill_budget();
   expect_sparse_matches(p, s, rng);
 }
 
@@ -202,29 +172,23 @@ TEST_P(SparsePrefillTest, PerQueryHeadRows) {
   const PrefillProblem p(make_case({127, 33}, {127, 200}), rng);
   SparseSetup s;
   s.granularity = IndexGranularity::kPerQueryHead;
-  s.budget = small_budget();
+  s.budget = testing::small_prefill_budget();
   expect_sparse_matches(p, s, rng);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, SparsePrefillTest,
-    ::testing::Values(Config{DType::kF16, 8, 2, 128, 16}, Config{DType::kBF16, 8, 8, 64, 16},
-                      Config{DType::kBF16, 16, 2, 128, 32}, Config{DType::kF16, 12, 4, 64, 0},
-                      Config{DType::kF16, 32, 8, 128, 16}),
-    config_name);
+    ::testing::Values(testing::PrefillConfig{DType::kF16, 8, 2, 128, 16}, testing::PrefillConfig{DType::kBF16, 8, 8, 64, 16},
+                      testing::PrefillConfig{DType::kBF16, 16, 2, 128, 32}, testing::PrefillConfig{DType::kF16, 12, 4, 64, 0},
+                      testing::PrefillConfig{DType::kF16, 32, 8, 128, 16}),
+    testing::prefill_config_name);
 
 // The oracle layout: one tile per query, rows of keys j <= position drawn from [0, s_t + 1), no
 // local keys; the rows of position 0 are empty (k(0) = 0): o = 0, lse = -inf.
 TEST(SparsePrefill, OracleLayoutWithEmptyRows) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = testing::rng_for_test();
-  PrefillCase c;
-  c.dtype = DType::kBF16;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 64;
-  c.q_lens = {31, 1, 5};
-  c.kv_lens = {40, 33, 5};
+  const PrefillCase c = testing::make_prefill_case(DType::kBF16, 4, 2, 64, {31, 1, 5}, {40, 33, 5});
   const PrefillProblem p(c, rng);
   SparseSetup s;
   s.tile_size = 1;
@@ -241,13 +205,7 @@ TEST(SparsePrefill, OracleLayoutWithEmptyRows) {
 TEST(SparsePrefill, SaturatedRowsEqualDense) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = testing::rng_for_test();
-  PrefillCase c;
-  c.dtype = DType::kF16;
-  c.num_heads = 8;
-  c.num_kv_heads = 2;
-  c.head_dim = 128;
-  c.q_lens = {300};
-  c.kv_lens = {300};
+  const PrefillCase c = testing::make_prefill_case(DType::kF16, 8, 2, 128, {300}, {300});
   const PrefillProblem p(c, rng);
   Budget saturated;
   saturated.k_min = 1 << 20;  // k(s_t) = s_t for every tile
@@ -278,15 +236,9 @@ TEST(SparsePrefill, SaturatedRowsEqualDense) {
 TEST(SparsePrefill, BadRowsSetTheErrorWord) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = testing::rng_for_test();
-  PrefillCase c;
-  c.dtype = DType::kF16;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 64;
-  c.q_lens = {200};
-  c.kv_lens = {200};
+  const PrefillCase c = testing::make_prefill_case(DType::kF16, 4, 2, 64, {200}, {200});
   const PrefillProblem p(c, rng);
-  PrefillRowsOnDevice rows = testing::plan_rows_on_device(c.q_lens, c.kv_lens, 32, 2, small_budget(), true);
+  PrefillRowsOnDevice rows = testing::plan_rows_on_device(c.q_lens, c.kv_lens, 32, 2, testing::small_prefill_budget(), true);
   std::vector<int32_t> host_indices = random_rows(p, rows.plan, true, rng);
   auto w = testing::make_prefill_workspace(p.shape(), PrefillPlanOptions{false});
   ASSERT_TRUE(w.ok()) << w.status().to_string();

@@ -1,6 +1,6 @@
 // src/cuda/prefill/prefill_launch.h — the cudaError_t launchers each prefill .cu file exports:
 // attention (dense_prefill_kernels.cu, lse_prefill_kernels.cu, sparse_prefill_kernels.cu), pooled
-// scores (pooled_scores_kernels.cu) and the per-tile Top-k (tile_topk_kernels.cu). They speak
+// scores (pooled_scores_kernels.cu), the warp-specialised dense / LSE kernels (ws_attention_kernels.cu) and the per-tile Top-k (tile_topk_kernels.cu). They speak
 // CUDA only, so the .cu files need no host library headers; prefill_ops.cpp wraps them into
 // Status-returning ops. An unbuilt (element type, head dim) returns cudaErrorInvalidValue (the ops
 // refuse it first with a Status naming the value). Tested through the ops (tests/cuda/).
@@ -20,6 +20,13 @@ cudaError_t launch_lse_attention(ElementType type, int head_dim, bool wgmma, con
 cudaError_t launch_sparse_attention(ElementType type, int head_dim, bool wgmma, const AttentionArgs& args, dim3 grid,
                                     cudaStream_t stream);
 
+// Warp-specialised sm_90a dense / LSE kernels (ws_attention_kernels.cu): a persistent grid of
+// `ctas` CTAs (ws_grid_ctas in prefill_shapes.h) walking args.row_blocks × G × batch units.
+cudaError_t launch_ws_dense_attention(ElementType type, int head_dim, const AttentionArgs& args, int ctas,
+                                      cudaStream_t stream);
+cudaError_t launch_ws_lse_attention(ElementType type, int head_dim, const AttentionArgs& args, int ctas,
+                                    cudaStream_t stream);
+
 // Pooled scores of one wave; m_tiles = 1 (rows of a tile <= 128) or 2 (<= 256).
 cudaError_t launch_pooled_scores(ElementType type, int head_dim, int m_tiles, bool wgmma, const PoolArgs& args,
                                  dim3 grid, cudaStream_t stream);
@@ -33,6 +40,8 @@ cudaError_t launch_tile_topk(const TopkArgs& args, dim3 grid, cudaStream_t strea
 cudaError_t prepare_dense_attention(ElementType type, int head_dim, bool wgmma);
 cudaError_t prepare_lse_attention(ElementType type, int head_dim, bool wgmma);
 cudaError_t prepare_sparse_attention(ElementType type, int head_dim, bool wgmma);
+// Both warp-specialised kernels of (type, head_dim); cudaErrorInvalidDeviceFunction without sm_90a code.
+cudaError_t prepare_ws_attention(ElementType type, int head_dim);
 cudaError_t prepare_pooled_scores(ElementType type, int head_dim, int m_tiles, bool wgmma, int* ctas_per_sm);
 
 }  // namespace kascade::cuda::prefill

@@ -7,6 +7,7 @@
 #include "cuda/prefill/prefill_ops.h"
 
 #include "cuda/common/cuda_status.h"
+#include "cuda/prefill/causal_launch.h"
 #include "cuda/prefill/prefill_launch.h"
 #include "cuda/prefill/prefill_shapes.h"
 #include "cuda/prefill/prefill_stages.h"
@@ -22,10 +23,7 @@ Status launch_dense(const PrefillPlan& plan, const QueryBatch& q, const PagedKv&
   args.call = prefill::make_call_args(plan, q, kv, params, workspace);
   args.o = o;
   args.lse = lse;
-  const dim3 grid = prefill::dense_grid(plan.shape.max_q_len, args.call.group_size, kv.num_kv_heads, q.batch);
-  KC_CUDA_RETURN_IF_ERROR(
-      prefill::launch_dense_attention(prefill::element_type(q.dtype), q.head_dim, plan.wgmma, args, grid, stream));
-  return ok_status();
+  return prefill::launch_causal_attention(plan, prefill::CausalPass::kDense, args, q.batch, kv.num_kv_heads, stream);
 }
 
 Status launch_sparse(const PrefillPlan& plan, const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,

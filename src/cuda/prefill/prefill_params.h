@@ -24,6 +24,35 @@ constexpr int kMaxPoolRows = 2 * kBlockRows;  // rows of one tile the pooling CT
 constexpr int kTopkThreads = 1024;         // threads of a Top-k CTA
 constexpr int kTopkBins = 2048;            // bins of the first two radix digits (the third has 1024)
 
+// Warp-specialised sm_90a attention kernels (ws_attention_kernel.cuh): warpgroup 0 loads, warpgroups
+// 1 and 2 compute 64 rows each (the same 128 query-major rows per unit as above), key tiles of 128.
+constexpr int kWsConsumerGroups = 2;
+constexpr int kWsThreads = (kWsConsumerGroups + 1) * 128;  // 384
+constexpr int kWsBlockRows = kWsConsumerGroups * 64;        // 128
+constexpr int kWsBlockKeys = 128;
+static_assert(kWsBlockRows == kBlockRows, "both kernel families cut the rows alike");
+
+#if defined(__CUDACC__)
+#define KASCADE_PREFILL_HOST_DEVICE __host__ __device__
+#else
+#define KASCADE_PREFILL_HOST_DEVICE
+#endif
+
+// The warp-specialised kernels' persistent schedule: unit u (0 <= u < row_blocks · G · batch) is
+// row block `row_block` of (sequence b, KV group kv_head); row blocks are taken from the last (the
+// longest key lists) to the first, all (group, sequence) pairs of one row block together. CTA c of
+// a grid of n walks units c, c + n, c + 2n, ...
+struct WsUnitCoords {
+  int row_block;
+  int kv_head;
+  int b;
+};
+KASCADE_PREFILL_HOST_DEVICE inline WsUnitCoords ws_unit_coords(int u, int row_blocks, int num_kv_heads, int batch) {
+  const int per_block = num_kv_heads * batch;
+  const int rem = u % per_block;
+  return WsUnitCoords{row_blocks - 1 - u / per_block, rem % num_kv_heads, rem / num_kv_heads};
+}
+
 enum class ElementType : int { kF16 = 0, kBF16 = 1 };
 
 // The call's views as the kernels read them (device pointers; host ints).
@@ -67,6 +96,9 @@ struct AttentionArgs {
   CallArgs call;
   RowArgs rows;                 // sparse only
   int32_t row_blocks_per_tile = 1;  // sparse only
+  // Warp-specialised dense / LSE kernels only (persistent grid of gridDim.x CTAs): units are
+  // (row block, KV group, sequence), row_blocks per (group, sequence), taken longest first.
+  int32_t row_blocks = 0;
   void* o = nullptr;            // [total_q, H, d] (not written by the LSE-only kernel)
   float* lse = nullptr;         // [total_q, H] natural-log LSE, or null (attention kernels only)
 };

@@ -63,6 +63,8 @@ Result<PrefillPlan> layout_prefill_plan(const PrefillShape& shape, const Prefill
   plan.shape = shape;
   plan.selection = options.selection;
   plan.wgmma = options.wgmma;
+  plan.warp_specialized = options.warp_specialized;
+  plan.num_sms = num_sms;
   const int32_t group = shape.num_heads / shape.num_kv_heads;
   plan.pool_m_tiles = shape.tile_size * group <= prefill::kBlockRows ? 1 : 2;
 
@@ -109,6 +111,18 @@ Result<PrefillPlan> plan_prefill(const PrefillShape& shape, const PrefillPlanOpt
   KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   if (options.wgmma && (major != 9 || minor != 0)) {
     return unsupported("options.wgmma needs an sm_90 device (Hopper); this one is sm_", major, minor);
+  }
+  if (options.warp_specialized && (major != 9 || minor != 0)) {
+    return unsupported("options.warp_specialized needs an sm_90 device (Hopper); this one is sm_", major, minor);
+  }
+  if (options.warp_specialized) {
+    const cudaError_t error = prefill::prepare_ws_attention(type, shape.head_dim);
+    if (error == cudaErrorInvalidDeviceFunction) {
+      (void)cudaGetLastError();
+      return unsupported("options.warp_specialized: this build holds no sm_90a code (configure with "
+                         "KASCADE_CUDA_ARCHS containing 90a-real)");
+    }
+    KC_CUDA_RETURN_IF_ERROR(error);
   }
   int pool_ctas_per_sm = 0;
   const cudaError_t prepared[] = {

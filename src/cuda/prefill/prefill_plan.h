@@ -41,6 +41,12 @@ struct PrefillPlanOptions {
   // Q·Kᵀ of every kernel on sm_90a warpgroup MMAs (wgmma) instead of mma.sync. Needs an sm_90 device
   // and a build with 90a-real; refused (kUnsupported) otherwise. Off by default until measured.
   bool wgmma = false;
+  // Dense prefill and the anchor's LSE pass on the warp-specialised sm_90a mainloop
+  // (ws_attention_kernel.cuh: producer warpgroup, mbarrier ring, two ping-ponging consumer
+  // warpgroups on wgmma, persistent longest-first grid). Needs an sm_90 device and a build with
+  // 90a-real; refused (kUnsupported) otherwise. Off by default until measured on the GPU; the other
+  // kernels (pooled scores, Top-k, sparse) keep the path `wgmma` selects.
+  bool warp_specialized = false;
 };
 
 // OK when the prefill kernels are built for `shape`; otherwise a Status naming the value
@@ -61,6 +67,8 @@ struct PrefillPlan {
   PrefillShape shape;
   bool selection = false;
   bool wgmma = false;           // Q·Kᵀ on wgmma (sm_90a)
+  bool warp_specialized = false;  // dense + LSE on the warp-specialised sm_90a mainloop
+  int32_t num_sms = 1;          // multiprocessors of the planned device (persistent grids)
   int32_t tiles_in_flight = 0;  // W
   int32_t num_waves = 0;        // ceil(most tile slots a call can have / W)
   int32_t key_splits = 1;

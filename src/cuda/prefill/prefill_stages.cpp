@@ -3,6 +3,7 @@
 #include "cuda/prefill/prefill_stages.h"
 
 #include "cuda/common/cuda_status.h"
+#include "cuda/prefill/causal_launch.h"
 #include "cuda/prefill/prefill_launch.h"
 #include "cuda/prefill/prefill_shapes.h"
 #include "cuda/prefill/prefill_validate.h"
@@ -28,9 +29,8 @@ Status prefill_lse(const PrefillPlan& plan, const QueryBatch& q, const PagedKv& 
   prefill::AttentionArgs args;
   args.call = prefill::make_call_args(plan, q, kv, params, workspace);
   args.lse = lse;
-  const dim3 grid = prefill::dense_grid(plan.shape.max_q_len, args.call.group_size, kv.num_kv_heads, q.batch);
-  KC_CUDA_RETURN_IF_ERROR(prefill::launch_lse_attention(element_type(q.dtype), q.head_dim, plan.wgmma, args, grid, stream));
-  return ok_status();
+  return prefill::launch_causal_attention(plan, prefill::CausalPass::kLseOnly, args, q.batch, kv.num_kv_heads,
+                                         stream);
 }
 
 Status pooled_scores_wave(const PrefillPlan& plan, const QueryBatch& q, const PagedKv& kv,
