@@ -189,7 +189,10 @@ class AttentionPolicy {
 };
 
 // Makes the policy `config.name` over `backend` (shared with the caller). Refuses unknown names,
-// invalid configs and ops the backend does not support, with a message naming the problem.
+// invalid configs, and a policy neither of whose modes (prefill, decode) the backend can run, with a
+// message naming the problem. When only one mode is unsupported (e.g. the oracle's prefill on CUDA)
+// the policy is made and begin_forward of that mode returns the refusal, naming the op and backend;
+// policy::check_mode_support (src/policy/index_policy.h) asks the same question up front.
 Result<std::unique_ptr<AttentionPolicy>> make_policy(const PolicyConfig& config,
                                                      std::shared_ptr<AttentionBackend> backend);
 

@@ -1,6 +1,7 @@
 // src/policy/index_policy.cpp — IndexPolicy: runs a PolicyProgram over a backend (see
-// index_policy.h), and make_policy. Tested by tests/unit/policy/test_policy.cpp,
-// test_baselines.cpp and test_statistics.cpp.
+// index_policy.h), the per-mode check of the backend ops a program calls, and make_policy.
+// Tested by tests/unit/policy/test_policy.cpp, test_baselines.cpp, test_statistics.cpp and
+// test_policy_support.cpp (the per-mode check against a backend that refuses one op).
 #include "policy/index_policy.h"
 
 #include <algorithm>
@@ -48,8 +49,12 @@ Status upload(AttentionBackend& backend, const std::vector<T>& host, GrowBuffer&
 
 class IndexPolicy final : public AttentionPolicy {
  public:
-  IndexPolicy(PolicyConfig config, std::shared_ptr<AttentionBackend> backend, PolicyProgram program)
+  // mode_support: [ForwardMode] OK, or the refusal begin_forward returns for that mode.
+  IndexPolicy(PolicyConfig config, std::shared_ptr<AttentionBackend> backend, PolicyProgram program,
+              Status prefill_support, Status decode_support)
       : config_(std::move(config)), backend_(std::move(backend)), program_(std::move(program)) {
+    mode_support_[static_cast<int>(ForwardMode::kPrefill)] = std::move(prefill_support);
+    mode_support_[static_cast<int>(ForwardMode::kDecode)] = std::move(decode_support);
     for (int m = 0; m < 2; ++m) {
       stats_.per_layer[m].assign(static_cast<size_t>(config_.num_layers), AttendedCount{});
       for (const auto& step : program_.modes[m].layers) stats_.roles[m].push_back(step.role);
@@ -63,6 +68,11 @@ class IndexPolicy final : public AttentionPolicy {
   Status begin_forward(const ForwardInfo& info) override {
     in_call_ = false;
     producer_ = kNoRows;
+    const int mode = static_cast<int>(info.mode);
+    KC_CHECK_ARG(mode == 0 || mode == 1, "policy '", config_.name, "', begin_forward: info.mode holds unknown value ",
+                 mode);
+    // An op of this mode the backend refused when the policy was made: refuse before touching anything.
+    if (!mode_support_[mode].ok()) return mode_support_[mode];
     Status status = plan_call(info);
     if (!status.ok()) return status.with_context("policy '" + config_.name + "', begin_forward");
     in_call_ = true;
@@ -335,6 +345,7 @@ class IndexPolicy final : public AttentionPolicy {
   PolicyConfig config_;
   std::shared_ptr<AttentionBackend> backend_;
   PolicyProgram program_;
+  Status mode_support_[2];  // [ForwardMode]
   GrowBuffer map_table_;  // program_.map_table in backend memory
   AttendedStatistics stats_;
 
@@ -354,59 +365,83 @@ class IndexPolicy final : public AttentionPolicy {
   GrowBuffer indices_, row_lens_, tile_base_, row_offsets_;
 };
 
-// The backend ops a program calls.
-std::vector<BackendOp> ops_used(const PolicyProgram& program) {
+// The backend ops `program` calls in mode m (see policy_backend_ops).
+std::vector<BackendOp> program_ops(const PolicyProgram& program, ForwardMode m) {
   std::vector<BackendOp> ops;
   auto need = [&ops](BackendOp op) {
     if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
   };
-  for (int m = 0; m < 2; ++m) {
-    const ModeProgram& mode = program.modes[m];
-    const bool decode = m == static_cast<int>(ForwardMode::kDecode);
-    for (const auto& step : mode.layers) {
-      if (step.role == LayerRole::kDense || step.role == LayerRole::kDenseAnchor) need(BackendOp::kDense);
-      if (step.role == LayerRole::kAnchor || step.role == LayerRole::kReuse) {
-        need(decode ? BackendOp::kSparseDecode : BackendOp::kSparsePrefill);
-      }
-      if (step.role != LayerRole::kDenseAnchor && step.role != LayerRole::kAnchor) continue;
-      switch (mode.selector) {
-        case Selector::kQuest: need(BackendOp::kSelectQuestDecode); break;
-        case Selector::kLessIsMore: need(BackendOp::kSelectLessIsMoreDecode); break;
-        case Selector::kOracle:
-          need(decode ? BackendOp::kSelectDecode : BackendOp::kSelectPrefillOracle);
-          break;
-        case Selector::kGroupPooled:
-        case Selector::kAllPooled:
-        case Selector::kOmniKv:
-          need(decode ? BackendOp::kSelectDecode : BackendOp::kSelectPrefill);
-          break;
-        case Selector::kNone:
-        case Selector::kStreaming:
-          break;
-      }
+  const ModeProgram& mode = program.mode(m);
+  const bool decode = m == ForwardMode::kDecode;
+  for (const auto& step : mode.layers) {
+    if (step.role == LayerRole::kDense || step.role == LayerRole::kDenseAnchor) need(BackendOp::kDense);
+    if (step.role != LayerRole::kDenseAnchor && step.role != LayerRole::kAnchor) {
+      if (step.role == LayerRole::kReuse) need(decode ? BackendOp::kSparseDecode : BackendOp::kSparsePrefill);
+      continue;
     }
+    // Selecting layers: the selection, then the sparse output of kAnchor (IndexPolicy::select_and_attend).
+    switch (mode.selector) {
+      case Selector::kQuest: need(BackendOp::kSelectQuestDecode); break;
+      case Selector::kLessIsMore: need(BackendOp::kSelectLessIsMoreDecode); break;
+      case Selector::kOracle:
+        need(decode ? BackendOp::kSelectDecode : BackendOp::kSelectPrefillOracle);
+        break;
+      case Selector::kGroupPooled:
+      case Selector::kAllPooled:
+      case Selector::kOmniKv:
+        need(decode ? BackendOp::kSelectDecode : BackendOp::kSelectPrefill);
+        break;
+      case Selector::kNone:
+      case Selector::kStreaming:
+        break;
+    }
+    if (step.role == LayerRole::kAnchor) need(decode ? BackendOp::kSparseDecode : BackendOp::kSparsePrefill);
   }
   return ops;
 }
 
+// OK when the backend supports every op `program` calls in `mode`; otherwise the first refusal,
+// naming the policy, the op, the backend and the mode.
+Status mode_support(const PolicyConfig& config, const PolicyProgram& program, const AttentionBackend& backend,
+                    ForwardMode mode) {
+  AttentionShape shape;
+  shape.num_heads = config.num_heads;
+  shape.num_kv_heads = config.num_kv_heads;
+  shape.head_dim = config.head_dim;
+  for (BackendOp op : program_ops(program, mode)) {
+    Status status = backend.supports(op, shape);
+    if (!status.ok()) {
+      return status.with_context("policy '" + config.name + "' needs " + backend_op_name(op) + " on the " +
+                                 backend.name() + " backend for " + forward_mode_name(mode));
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
+
+Result<std::vector<BackendOp>> policy_backend_ops(const PolicyConfig& config, ForwardMode mode) {
+  KC_ASSIGN_OR_RETURN(const PolicyProgram program, build_program(config));
+  return program_ops(program, mode);
+}
+
+Status check_mode_support(const PolicyConfig& config, const AttentionBackend& backend, ForwardMode mode) {
+  KC_ASSIGN_OR_RETURN(const PolicyProgram program, build_program(config));
+  return mode_support(config, program, backend, mode);
+}
 
 Result<std::unique_ptr<AttentionPolicy>> make_index_policy(const PolicyConfig& config,
                                                            std::shared_ptr<AttentionBackend> backend) {
   KC_CHECK_ARG(backend != nullptr, "make_policy: backend is null");
   KC_ASSIGN_OR_RETURN(PolicyProgram program, build_program(config));
-  AttentionShape shape;
-  shape.num_heads = config.num_heads;
-  shape.num_kv_heads = config.num_kv_heads;
-  shape.head_dim = config.head_dim;
-  for (BackendOp op : ops_used(program)) {
-    Status status = backend->supports(op, shape);
-    if (!status.ok()) {
-      return status.with_context("policy '" + config.name + "' needs " + backend_op_name(op) + " on the " +
-                                 backend->name() + " backend");
-    }
+  Status prefill = mode_support(config, program, *backend, ForwardMode::kPrefill);
+  Status decode = mode_support(config, program, *backend, ForwardMode::kDecode);
+  if (!prefill.ok() && !decode.ok()) {
+    return Status(prefill.code(), "policy '" + config.name + "' can run in no forward mode on the " +
+                                      backend->name() + " backend: " + prefill.message() + "; " + decode.message());
   }
-  auto policy = std::make_unique<IndexPolicy>(config, std::move(backend), std::move(program));
+  auto policy = std::make_unique<IndexPolicy>(config, std::move(backend), std::move(program), std::move(prefill),
+                                              std::move(decode));
   KC_RETURN_IF_ERROR(policy->upload_maps());
   return std::unique_ptr<AttentionPolicy>(std::move(policy));
 }

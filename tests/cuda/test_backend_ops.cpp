@@ -1,6 +1,7 @@
 // tests/cuda/test_backend_ops.cpp — the CUDA backend's ops one by one (src/cuda/backend/):
-//   - supports(): the decode ops for the shapes the kernels are built for; refusals naming the value
-//     (head_dim 96, GQA group size 9, dtype f32) and the prefill ops (no GPU needed: these run in CI);
+//   - supports(): every op but the prefill oracle for the shapes the kernels are built for; refusals
+//     naming the value (head_dim 96, GQA group size 9, dtype f32) and the prefill oracle (no GPU
+//     needed: these run in CI);
 //     option validation; the LessIsMore row equivalence helper on hand-made rows;
 //   - on the GPU, each against the CPU backend on the same data (host views vs device views):
 //     select_decode for every pooling (per KV group, all heads sum / max, per query head, and a
@@ -8,8 +9,10 @@
 //     scores; anchor_decode fused (dense and sparse outputs) and composed (a layout the fused
 //     kernel does not read) with outputs against fp64 by the FA3 rule; Quest rows exactly equal
 //     (several page sizes, k = 0, budget, n); LessIsMore rows (sinks 0 / 4 / 7, k = 0, 3, budget,
-//     n) up to near-ties; refusals of prefill calls and bad views; device errors surfacing at the
-//     next host read or after every op; memory round trips (pageable and pinned sources).
+//     n) up to near-ties; refusals of bad views (and of several queries per sequence in the
+//     decode-only ops); device errors surfacing at the next host read or after every op; memory
+//     round trips (pageable and pinned sources).
+// The prefill ops are tested by test_backend_prefill.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,13 +37,15 @@ namespace {
   return ::testing::AssertionSuccess();
 }
 
-const BackendOp kDecodeOps[] = {BackendOp::kDense, BackendOp::kSelectDecode, BackendOp::kSparseDecode,
-                                BackendOp::kSelectQuestDecode, BackendOp::kSelectLessIsMoreDecode};
+// Every op the CUDA backend runs (all but the prefill oracle).
+const BackendOp kCudaOps[] = {BackendOp::kDense,         BackendOp::kSelectDecode,      BackendOp::kSparseDecode,
+                              BackendOp::kSelectPrefill, BackendOp::kSparsePrefill,     BackendOp::kSelectQuestDecode,
+                              BackendOp::kSelectLessIsMoreDecode};
 
 // ---- no GPU needed ----
 
-TEST(CudaBackendSupport, AcceptsTheDecodeShapesTheKernelsAreBuiltFor) {
-  for (BackendOp op : kDecodeOps) {
+TEST(CudaBackendSupport, AcceptsTheShapesTheKernelsAreBuiltFor) {
+  for (BackendOp op : kCudaOps) {
     for (int32_t d : {64, 128}) {
       for (int32_t g = 1; g <= 8; ++g) {
         const AttentionShape shape{4 * g, 4, d};
@@ -54,7 +59,7 @@ TEST(CudaBackendSupport, AcceptsTheDecodeShapesTheKernelsAreBuiltFor) {
 }
 
 TEST(CudaBackendSupport, RefusesShapesNamingTheValue) {
-  for (BackendOp op : kDecodeOps) {
+  for (BackendOp op : kCudaOps) {
     SCOPED_TRACE(backend_op_name(op));
     EXPECT_TRUE(refused_naming(cuda_backend_supports(op, {32, 8, 96}), StatusCode::kUnsupported, "head_dim is 96"));
     EXPECT_TRUE(refused_naming(cuda_backend_supports(op, {36, 4, 128}), StatusCode::kUnsupported,
@@ -66,16 +71,12 @@ TEST(CudaBackendSupport, RefusesShapesNamingTheValue) {
   EXPECT_TRUE(refused_naming(cuda_backend_supports_dtype(DType::kF32), StatusCode::kUnsupported, "dtype is f32"));
 }
 
-TEST(CudaBackendSupport, RefusesThePrefillOpsNamingThem) {
+TEST(CudaBackendSupport, RefusesOnlyThePrefillOracleNamingIt) {
   const AttentionShape llama{32, 8, 128};
-  for (BackendOp op : {BackendOp::kSelectPrefill, BackendOp::kSparsePrefill}) {
-    const Status s = cuda_backend_supports(op, llama);
-    EXPECT_TRUE(refused_naming(s, StatusCode::kUnsupported, backend_op_name(op)));
-    EXPECT_TRUE(refused_naming(s, StatusCode::kUnsupported,
-                               "prefill on CUDA: use --device cpu or wait for the prefill kernels"));
-  }
-  EXPECT_TRUE(refused_naming(cuda_backend_supports(BackendOp::kSelectPrefillOracle, llama), StatusCode::kUnsupported,
-                             "runs on the CPU backend only"));
+  for (BackendOp op : kCudaOps) EXPECT_TRUE(cuda_backend_supports(op, llama).ok()) << backend_op_name(op);
+  const Status oracle = cuda_backend_supports(BackendOp::kSelectPrefillOracle, llama);
+  EXPECT_TRUE(refused_naming(oracle, StatusCode::kUnsupported, "select_prefill_oracle"));
+  EXPECT_TRUE(refused_naming(oracle, StatusCode::kUnsupported, "runs on the CPU backend only"));
 }
 
 TEST(CudaBackendSupport, ValidatesItsOptions) {
@@ -379,7 +380,7 @@ TEST(CudaBackendOps, LessIsMoreRowsMatchTheCpuBackend) {
   EXPECT_TRUE(errors.ok()) << errors.to_string();
 }
 
-TEST(CudaBackendOps, RefusesPrefillCallsAndBadViewsNamingTheProblem) {
+TEST(CudaBackendOps, RefusesBadViewsNamingTheProblem) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = rng_for_test();
   OpProblem op = make_op_problem(small_case(), rng);
@@ -391,18 +392,24 @@ TEST(CudaBackendOps, RefusesPrefillCallsAndBadViewsNamingTheProblem) {
   DeviceBuffer o(static_cast<size_t>(batch + 1) * 8 * 64 * 4);
   const AttentionOutput out{o.data(), DType::kBF16, nullptr};
 
+  // Several queries per sequence: the decode-only ops refuse before reading anything (the host
+  // views are not read either: only total_q and batch are looked at).
   QueryBatch prefill = p.device_q();
   prefill.total_q = batch + 1;
-  EXPECT_TRUE(refused_naming(op.cuda->dense(prefill, p.device_kv(), params, out), StatusCode::kUnsupported,
-                             "dense: prefill on CUDA: use --device cpu or wait for the prefill kernels"));
+  const std::vector<int32_t> ks = budget_ks(p);
+  DeviceRows decode_rows(batch, 2, 1000, IndexGranularity::kPerKvGroup);
+  EXPECT_TRUE(refused_naming(op.cuda->sparse_decode(prefill, p.device_kv(), params, decode_rows.view, nullptr, out),
+                             StatusCode::kInvalidArgument, "sparse_decode takes one query per sequence"));
+  EXPECT_TRUE(refused_naming(
+      op.cuda->select_decode(prefill, p.device_kv(), params, {2, ScoreReduce::kSum}, ks.data(), decode_rows.view),
+      StatusCode::kInvalidArgument, "select_decode takes one query per sequence"));
+  EXPECT_TRUE(refused_naming(op.cuda->anchor_decode(prefill, p.device_kv(), params, {2, ScoreReduce::kSum}, ks.data(),
+                                                    decode_rows.view, AnchorOutput::kDense, nullptr, out),
+                             StatusCode::kInvalidArgument, "anchor_decode takes one query per sequence"));
+  // A prefill call (total_q != batch) without cu_q_lens is refused by dense before any launch.
+  EXPECT_TRUE(refused_naming(op.cuda->dense(prefill, p.device_kv(), params, out), StatusCode::kInvalidArgument,
+                             "q.cu_q_lens is null"));
   PrefillIndexRows prows;
-  EXPECT_TRUE(refused_naming(op.cuda->select_prefill(prefill, p.device_kv(), params, {2, ScoreReduce::kSum}, prows),
-                             StatusCode::kUnsupported, "select_prefill: prefill on CUDA"));
-  EXPECT_TRUE(refused_naming(op.cuda->sparse_prefill(prefill, p.device_kv(), params, prows, nullptr, out),
-                             StatusCode::kUnsupported, "sparse_prefill: prefill on CUDA"));
-  EXPECT_TRUE(refused_naming(op.cuda->anchor_prefill(prefill, p.device_kv(), params, {2, ScoreReduce::kSum}, prows,
-                                                     AnchorOutput::kDense, nullptr, out),
-                             StatusCode::kUnsupported, "anchor_prefill: prefill on CUDA"));
   EXPECT_TRUE(refused_naming(op.cuda->select_prefill_oracle(prefill, p.device_kv(), params, prows),
                              StatusCode::kUnsupported, "select_prefill_oracle"));
 

@@ -13,9 +13,9 @@
 //     FA3 rule, and equals the CPU backend's output within the dtype tolerance wherever the rows
 //     agree;
 //   - the second step allocates nothing on the device (plans sized once for max_seq_len).
-// make_policy checks the ops of both forward modes; the CUDA backend has no prefill ops, so the
-// policies that select in prefill are made over DecodeOnlyView (below) — decode runs the CUDA
-// backend's own ops; CudaBackendPolicies.BareBackend* pins what make_policy says without it.
+// Every policy is made over the CUDA backend itself (make_policy checks support per forward mode;
+// the oracle's prefill, CPU only, is refused when a prefill starts: CudaBackendPoliciesBare pins
+// that). Prefill through the policies is tested by test_backend_prefill.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,61 +34,6 @@ namespace kascade::testing {
 namespace {
 
 constexpr int32_t kLayers = 8;  // omnikv filters {1, 2, 5}, lessismore selections {1, 3}
-
-// The CUDA backend for the decode-only tests: supports() answers OK for the ops only prefill uses
-// (the policy checks them at creation); every call goes to the CUDA backend.
-class DecodeOnlyView final : public AttentionBackend {
- public:
-  explicit DecodeOnlyView(std::shared_ptr<CudaBackend> cuda) : cuda_(std::move(cuda)) {}
-  const char* name() const override { return "cuda (decode-only view)"; }
-  Status supports(BackendOp op, const AttentionShape& shape) const override {
-    if (op == BackendOp::kSelectPrefill || op == BackendOp::kSparsePrefill || op == BackendOp::kSelectPrefillOracle)
-      return cuda_->supports(BackendOp::kDense, shape);
-    return cuda_->supports(op, shape);
-  }
-  Result<BackendBuffer> allocate(size_t bytes) override { return cuda_->allocate(bytes); }
-  Status copy_from_host(void* d, const void* s, size_t n) override { return cuda_->copy_from_host(d, s, n); }
-  Status copy_to_host(void* d, const void* s, size_t n) override { return cuda_->copy_to_host(d, s, n); }
-  Status dense(const QueryBatch& q, const PagedKv& kv, const AttentionParams& p, const AttentionOutput& o) override {
-    return cuda_->dense(q, kv, p, o);
-  }
-  Status sparse_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& p, const DecodeIndexRows& r,
-                       const int32_t* m, const AttentionOutput& o) override {
-    return cuda_->sparse_decode(q, kv, p, r, m, o);
-  }
-  Status sparse_prefill(const QueryBatch& q, const PagedKv& kv, const AttentionParams& p, const PrefillIndexRows& r,
-                        const int32_t* m, const AttentionOutput& o) override {
-    return cuda_->sparse_prefill(q, kv, p, r, m, o);
-  }
-  Status select_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& p, const ScorePooling& s,
-                       const int32_t* k, const DecodeIndexRows& r) override {
-    return cuda_->select_decode(q, kv, p, s, k, r);
-  }
-  Status select_prefill(const QueryBatch& q, const PagedKv& kv, const AttentionParams& p, const ScorePooling& s,
-                        const PrefillIndexRows& r) override {
-    return cuda_->select_prefill(q, kv, p, s, r);
-  }
-  Status select_prefill_oracle(const QueryBatch& q, const PagedKv& kv, const AttentionParams& p,
-                               const PrefillIndexRows& r) override {
-    return cuda_->select_prefill_oracle(q, kv, p, r);
-  }
-  Status select_quest_decode(const QueryBatch& q, const PagedKv& kv, int32_t page, const int32_t* k,
-                             const DecodeIndexRows& r) override {
-    return cuda_->select_quest_decode(q, kv, page, k, r);
-  }
-  Status select_lessismore_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& p, const int32_t* k,
-                                  int32_t sinks, const DecodeIndexRows& r) override {
-    return cuda_->select_lessismore_decode(q, kv, p, k, sinks, r);
-  }
-  Status anchor_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& p, const ScorePooling& s,
-                       const int32_t* k, const DecodeIndexRows& r, AnchorOutput out_kind, const int32_t* m,
-                       const AttentionOutput& o) override {
-    return cuda_->anchor_decode(q, kv, p, s, k, r, out_kind, m, o);
-  }
-
- private:
-  std::shared_ptr<CudaBackend> cuda_;
-};
 
 struct BackendCase {
   std::string label;
@@ -299,7 +244,7 @@ TEST_P(CudaBackendPolicies, DecodeMatchesTheCpuBackend) {
     const PolicyConfig config = config_for(c, name);
     auto cpu_policy = make_policy(config, make_cpu_backend());
     ASSERT_TRUE(cpu_policy.ok()) << cpu_policy.status().to_string();
-    auto gpu_policy = make_policy(config, std::make_shared<DecodeOnlyView>(*cuda));
+    auto gpu_policy = make_policy(config, std::shared_ptr<AttentionBackend>(*cuda));
     ASSERT_TRUE(gpu_policy.ok()) << gpu_policy.status().to_string();
 
     run_step(c, config, **cpu_policy, **gpu_policy, layers, &tie_layers);
@@ -327,9 +272,9 @@ INSTANTIATE_TEST_SUITE_P(EveryPolicy, CudaBackendPolicies,
                            return label;
                          });
 
-// Without the view: the policies whose prefill selects are refused at creation, naming the
-// missing prefill op; the decode-only policies are made.
-TEST(CudaBackendPoliciesBare, BareBackendMakesDecodeOnlyPoliciesAndRefusesPrefillSelection) {
+// Over the bare CUDA backend every policy is made; the oracle's prefill (select_prefill_oracle,
+// CPU only) is refused when a prefill starts, naming the op and the backend, while its decode runs.
+TEST(CudaBackendPoliciesBare, EveryPolicyIsMadeAndOnlyTheOraclePrefillIsRefused) {
   KC_SKIP_WITHOUT_GPU();
   const BackendCase& c = backend_cases()[0];
   CudaBackendOptions options;
@@ -337,23 +282,32 @@ TEST(CudaBackendPoliciesBare, BareBackendMakesDecodeOnlyPoliciesAndRefusesPrefil
   options.max_seq_len = 1024;
   auto cuda = make_cuda_backend(options);
   ASSERT_TRUE(cuda.ok()) << cuda.status().to_string();
-  for (const char* name : {"dense", "kascade-decode", "quest", "omnikv", "lessismore"}) {
+  for (const char* name : {"dense", "kascade", "kascade-pooled", "kascade-noremap", "kascade-decode", "oracle",
+                           "streaming", "quest", "omnikv", "lessismore"}) {
     auto policy = make_policy(config_for(c, name), *cuda);
     EXPECT_TRUE(policy.ok()) << name << ": " << policy.status().to_string();
   }
-  for (const char* name : {"kascade", "kascade-pooled", "kascade-noremap", "streaming"}) {
-    auto policy = make_policy(config_for(c, name), *cuda);
-    ASSERT_FALSE(policy.ok()) << name;
-    EXPECT_EQ(policy.status().code(), StatusCode::kUnsupported);
-    EXPECT_NE(policy.status().message().find("prefill on CUDA: use --device cpu"), std::string::npos)
-        << policy.status().to_string();
-  }
-  // The oracle's prefill needs sparse_prefill (checked first) and select_prefill_oracle (CPU only).
   auto oracle = make_policy(config_for(c, "oracle"), *cuda);
-  ASSERT_FALSE(oracle.ok());
-  EXPECT_EQ(oracle.status().code(), StatusCode::kUnsupported);
-  EXPECT_NE(oracle.status().message().find("needs sparse_prefill on the cuda backend"), std::string::npos)
-      << oracle.status().to_string();
+  ASSERT_TRUE(oracle.ok()) << oracle.status().to_string();
+  const std::vector<int32_t> q_lens = {40, 1}, kv_lens = {40, 100};
+  const Status prefill = (*oracle)->begin_forward({ForwardMode::kPrefill, 2, q_lens.data(), kv_lens.data()});
+  EXPECT_EQ(prefill.code(), StatusCode::kUnsupported) << prefill.to_string();
+  EXPECT_NE(prefill.message().find("policy 'oracle' needs select_prefill_oracle on the cuda backend for prefill"),
+            std::string::npos)
+      << prefill.to_string();
+  EXPECT_NE(prefill.message().find("runs on the CPU backend only"), std::string::npos) << prefill.to_string();
+  const std::vector<int32_t> ones = {1, 1};
+  const Status decode = (*oracle)->begin_forward({ForwardMode::kDecode, 2, ones.data(), kv_lens.data()});
+  EXPECT_TRUE(decode.ok()) << decode.to_string();
+  // Shapes no kernel is built for are refused at creation, naming the value for both modes.
+  BackendCase odd = c;
+  odd.head_dim = 96;
+  auto refused = make_policy(config_for(odd, "kascade"), *cuda);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(refused.status().message().find("can run in no forward mode on the cuda backend"), std::string::npos)
+      << refused.status().to_string();
+  EXPECT_NE(refused.status().message().find("head_dim is 96"), std::string::npos) << refused.status().to_string();
 }
 
 }  // namespace

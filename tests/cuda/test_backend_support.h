@@ -1,7 +1,7 @@
 // tests/cuda/test_backend_support.h — what the CUDA backend tests (test_backend_ops.cpp,
-// test_backend_policies.cpp) share: fp64 post-softmax probabilities of a decode problem (the
-// independent reference behind tie-aware row comparisons), pooled rows, row extraction and
-// structure checks, and a tie-aware equivalence of LessIsMore rows.
+// test_backend_policies.cpp, test_backend_prefill.cpp) share: fp64 post-softmax probabilities of a
+// decode problem (the independent reference behind tie-aware row comparisons), pooled rows, row
+// extraction and structure checks, and a tie-aware equivalence of LessIsMore rows.
 // The helpers are exercised by those tests; the LessIsMore equivalence is itself checked on
 // hand-made rows in test_backend_ops.cpp (CudaBackendSupport.*, no GPU needed).
 #pragma once

@@ -6,8 +6,41 @@
 #include <string>
 
 #include "cuda/attention/decode_plan.h"
+#include "cuda/prefill/prefill_plan.h"
 
 namespace kascade {
+namespace {
+
+// The decode kernels' limits that depend on the model alone.
+Status decode_kernels_support(const AttentionShape& shape) {
+  cuda::DecodeShape decode;
+  decode.dtype = DType::kBF16;
+  decode.batch = 1;
+  decode.num_heads = shape.num_heads;
+  decode.num_kv_heads = shape.num_kv_heads;
+  decode.head_dim = shape.head_dim;
+  decode.page_size = 16;
+  decode.max_seq_len = 1;
+  return cuda::supports_decode(decode);
+}
+
+// The prefill kernels' limits that depend on the model alone (the smallest call; the tile-size
+// limit of selection, T · g <= 256, depends on the rows and is checked per call).
+Status prefill_kernels_support(const AttentionShape& shape) {
+  cuda::PrefillShape prefill;
+  prefill.dtype = DType::kBF16;
+  prefill.batch = 1;
+  prefill.num_heads = shape.num_heads;
+  prefill.num_kv_heads = shape.num_kv_heads;
+  prefill.head_dim = shape.head_dim;
+  prefill.max_total_q = 1;
+  prefill.max_q_len = 1;
+  prefill.max_kv_len = 1;
+  prefill.tile_size = 1;
+  return cuda::supports_prefill(prefill);
+}
+
+}  // namespace
 
 Status validate_cuda_backend_options(const CudaBackendOptions& options) {
   KC_CHECK_ARG(options.device >= 0, "cuda backend: device is ", options.device, "; expected a device ordinal >= 0");
@@ -27,54 +60,48 @@ Status cuda_backend_supports_dtype(DType dtype) {
 
 Status cuda_backend_supports(BackendOp op, const AttentionShape& shape) {
   const char* name = backend_op_name(op);
+  bool decode_kernels = false, prefill_kernels = false;
   switch (op) {
-    case BackendOp::kSelectPrefill:
-    case BackendOp::kSparsePrefill:
-      return cuda::prefill_unsupported(name);
     case BackendOp::kSelectPrefillOracle:
       return unsupported("cuda backend, ", name,
                          ": the prefill oracle needs the full score matrix and runs on the CPU backend only "
                          "(--device cpu)");
-    case BackendOp::kDense:
+    case BackendOp::kDense:  // q_len 1: the decode kernels; several queries: the prefill kernels
+      decode_kernels = prefill_kernels = true;
+      break;
+    case BackendOp::kSelectPrefill:
+    case BackendOp::kSparsePrefill:
+      prefill_kernels = true;
+      break;
     case BackendOp::kSelectDecode:
     case BackendOp::kSparseDecode:
     case BackendOp::kSelectQuestDecode:
     case BackendOp::kSelectLessIsMoreDecode:
+      decode_kernels = true;
       break;
   }
   KC_CHECK_ARG(shape.num_kv_heads >= 1 && shape.num_heads >= 1 && shape.num_heads % shape.num_kv_heads == 0,
                "cuda backend, ", name, ": ", shape.num_heads, " query heads over ", shape.num_kv_heads,
                " KV heads is not a grouped-query layout");
-  cuda::DecodeShape decode;  // the decode kernels' limits that depend on the model alone
-  decode.dtype = DType::kBF16;
-  decode.batch = 1;
-  decode.num_heads = shape.num_heads;
-  decode.num_kv_heads = shape.num_kv_heads;
-  decode.head_dim = shape.head_dim;
-  decode.page_size = 16;
-  decode.max_seq_len = 1;
-  Status status = cuda::supports_decode(decode);
-  if (!status.ok()) return status.with_context(std::string("cuda backend, ") + name);
+  if (decode_kernels) {
+    Status status = decode_kernels_support(shape);
+    if (!status.ok()) return status.with_context(std::string("cuda backend, ") + name);
+  }
+  if (prefill_kernels) {
+    Status status = prefill_kernels_support(shape);
+    if (!status.ok()) return status.with_context(std::string("cuda backend, ") + name);
+  }
   return ok_status();
 }
 
 }  // namespace kascade
 
 namespace kascade::cuda {
+namespace {
 
-Status prefill_unsupported(const char* op) {
-  return unsupported("cuda backend, ", op,
-                     ": prefill on CUDA: use --device cpu or wait for the prefill kernels");
-}
-
-Result<DecodeKey> check_decode_call(const QueryBatch& q, const PagedKv& kv, const CudaBackendOptions& options,
-                                    const char* op) {
+// The checks decode and prefill calls share: batch, dtypes, head dims, block-table coverage.
+Status check_call_views(const QueryBatch& q, const PagedKv& kv, const CudaBackendOptions& options, const char* op) {
   KC_CHECK_ARG(q.batch >= 1, op, ": q.batch is ", q.batch, "; expected >= 1");
-  if (q.total_q != q.batch) {
-    Status refusal = prefill_unsupported(op);
-    return refusal.with_context(std::string("a call with ") + std::to_string(q.total_q) + " queries for " +
-                                std::to_string(q.batch) + " sequences is prefill");
-  }
   Status dtype = cuda_backend_supports_dtype(q.dtype);
   if (!dtype.ok()) return dtype.with_context(op);
   KC_CHECK_ARG(kv.dtype == q.dtype, op, ": kv.dtype is ", dtype_name(kv.dtype), " but q.dtype is ",
@@ -87,6 +114,17 @@ Result<DecodeKey> check_decode_call(const QueryBatch& q, const PagedKv& kv, cons
   KC_CHECK_ARG(covered >= options.max_seq_len, op, ": the block table covers ", covered, " keys (",
                kv.max_pages_per_seq, " pages of ", kv.page_size, "); the cuda backend was created for max_seq_len ",
                options.max_seq_len);
+  return ok_status();
+}
+
+}  // namespace
+
+Result<DecodeKey> check_decode_call(const QueryBatch& q, const PagedKv& kv, const CudaBackendOptions& options,
+                                    const char* op) {
+  KC_RETURN_IF_ERROR(check_call_views(q, kv, options, op));
+  KC_CHECK_ARG(is_decode_call(q), op, " takes one query per sequence (decode); the call has ", q.total_q,
+               " queries for ", q.batch, " sequences (several queries per sequence are prefill: dense, "
+               "select_prefill, sparse_prefill, anchor_prefill)");
   AttentionShape shape{q.num_heads, kv.num_kv_heads, q.head_dim};
   Status supported = cuda_backend_supports(BackendOp::kDense, shape);
   if (!supported.ok()) return supported.with_context(op);
@@ -96,6 +134,25 @@ Result<DecodeKey> check_decode_call(const QueryBatch& q, const PagedKv& kv, cons
   key.num_kv_heads = kv.num_kv_heads;
   key.head_dim = q.head_dim;
   key.page_size = kv.page_size;
+  return key;
+}
+
+Result<PrefillKey> check_prefill_call(const QueryBatch& q, const PagedKv& kv, const CudaBackendOptions& options,
+                                      const char* op) {
+  KC_RETURN_IF_ERROR(check_call_views(q, kv, options, op));
+  KC_CHECK_ARG(q.cu_q_lens != nullptr, op, ": q.cu_q_lens is null; a prefill call needs the device prefix sums");
+  const int64_t most = int64_t{options.max_batch} * options.max_seq_len;
+  KC_CHECK_ARG(q.total_q >= 0 && q.total_q <= most, op, ": q.total_q is ", q.total_q, "; the cuda backend was "
+               "created for max_batch ", options.max_batch, " sequences of max_seq_len ", options.max_seq_len);
+  AttentionShape shape{q.num_heads, kv.num_kv_heads, q.head_dim};
+  Status supported = cuda_backend_supports(BackendOp::kSparsePrefill, shape);
+  if (!supported.ok()) return supported.with_context(op);
+  PrefillKey key;
+  key.dtype = q.dtype;
+  key.num_heads = q.num_heads;
+  key.num_kv_heads = kv.num_kv_heads;
+  key.head_dim = q.head_dim;
+  key.total_q = q.total_q;
   return key;
 }
 

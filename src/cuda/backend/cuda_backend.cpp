@@ -1,7 +1,8 @@
-// src/cuda/backend/cuda_backend.cpp — CudaBackend (cuda_backend.h): memory, and each decode op
-// mapped onto the plan/run kernels of src/cuda/attention and src/cuda/kascade (plans from
-// DecodePlanCache) or the baseline selectors (quest_select.h, lessismore_select.h).
-// Tested by tests/cuda/test_backend_ops.cpp and test_backend_policies.cpp.
+// src/cuda/backend/cuda_backend.cpp — CudaBackend (cuda_backend.h): memory, each decode op mapped
+// onto the plan/run kernels of src/cuda/attention and src/cuda/kascade (plans from
+// DecodePlanCache) or the baseline selectors (quest_select.h, lessismore_select.h), and each
+// prefill op onto src/cuda/prefill/prefill_ops.h (plans from PrefillPlanCache).
+// Tested by tests/cuda/test_backend_ops.cpp, test_backend_policies.cpp and test_backend_prefill.cpp.
 #include "cuda/backend/cuda_backend.h"
 
 #include <cuda_runtime_api.h>
@@ -14,21 +15,30 @@
 #include "cuda/backend/decode_plan_cache.h"
 #include "cuda/backend/device_memory.h"
 #include "cuda/backend/lessismore_select.h"
+#include "cuda/backend/prefill_plan_cache.h"
 #include "cuda/backend/quest_select.h"
 #include "cuda/common/cuda_status.h"
 #include "cuda/common/device_errors.h"
+#include "cuda/prefill/prefill_errors.h"
+#include "cuda/prefill/prefill_ops.h"
 
 namespace kascade {
 
 using cuda::DecodeKey;
 using cuda::DecodePlanCache;
+using cuda::PrefillKey;
+using cuda::PrefillPlanCache;
 
 struct CudaBackend::State {
   explicit State(const CudaBackendOptions& o)
-      : options(o), plans(o.max_batch, o.max_seq_len, o.budget, o.stream), k_host(static_cast<size_t>(o.max_batch)) {}
+      : options(o),
+        plans(o.max_batch, o.max_seq_len, o.budget, o.stream),
+        prefill_plans(o.max_batch, o.max_seq_len, o.stream),
+        k_host(static_cast<size_t>(o.max_batch)) {}
 
   CudaBackendOptions options;
   DecodePlanCache plans;
+  PrefillPlanCache prefill_plans;
   BackendBuffer k_device;               // [max_batch] int32: the selection sizes of the current op
   BackendBuffer error_word;             // uint32: DeviceError bits of the baseline kernels
   cuda::GrowingDeviceBuffer scratch_o;  // [max_batch, H, d]: dense output of a selection-only anchor
@@ -81,6 +91,14 @@ struct CudaBackend::State {
     extras.head_map = dense_output ? nullptr : head_map;
     return cuda::anchor_decode(anchor->plan, q, kv, params, own, out, extras, anchor->workspace.data(), stream());
   }
+
+  // The plan and workspace of a prefill call that passed check_prefill_call; selecting ops pass
+  // the rows' tile size.
+  Result<PrefillPlanCache::Planned> prefill_plan(PrefillKey key, bool selection, int32_t tile_size) {
+    key.selection = selection;
+    key.tile_size = selection ? tile_size : 1;
+    return prefill_plans.plan(key);
+  }
 };
 
 namespace {
@@ -123,13 +141,17 @@ CudaBackend::~CudaBackend() {
 
 const CudaBackendOptions& CudaBackend::options() const { return state_->options; }
 
-int64_t CudaBackend::internal_allocations() const { return state_->allocations + state_->plans.allocations(); }
+int64_t CudaBackend::internal_allocations() const {
+  return state_->allocations + state_->plans.allocations() + state_->prefill_plans.allocations();
+}
 
 Status CudaBackend::supports(BackendOp op, const AttentionShape& shape) const { return cuda_backend_supports(op, shape); }
 
 Status CudaBackend::check_device_errors() {
   KC_RETURN_IF_ERROR(state_->activate());
   KC_ASSIGN_OR_RETURN(uint32_t bits, state_->plans.read_errors());
+  KC_ASSIGN_OR_RETURN(const uint32_t prefill_bits, state_->prefill_plans.read_errors());
+  bits |= prefill_bits;
   uint32_t baseline = 0;
   KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&baseline, state_->error_word.data(), sizeof(uint32_t),
                                           cudaMemcpyDeviceToHost, state_->stream()));
@@ -137,10 +159,12 @@ Status CudaBackend::check_device_errors() {
   KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(state_->stream()));
   bits |= baseline;
   if (bits == 0) return ok_status();
+  // describe_prefill_errors names the shared decode bits too.
   return out_of_range("cuda backend: the kernels met bad device data since the last check (",
-                      cuda::describe_device_errors(bits),
+                      cuda::describe_prefill_errors(bits),
                       "); the results of those ops are unspecified. Check kv_lens against max_seq_len ",
-                      state_->options.max_seq_len, ", block tables, index rows and head maps");
+                      state_->options.max_seq_len,
+                      ", cu_q_lens, block tables, index rows (prefill: tile_base and row_offsets) and head maps");
 }
 
 Status CudaBackend::finish_op(Status status) {
@@ -189,6 +213,13 @@ Status CudaBackend::dense(const QueryBatch& q, const PagedKv& kv, const Attentio
                           const AttentionOutput& out) {
   constexpr const char* kOp = "dense";
   KC_RETURN_IF_ERROR(state_->activate());
+  if (!cuda::is_decode_call(q)) {
+    KC_ASSIGN_OR_RETURN(const PrefillKey prefill, cuda::check_prefill_call(q, kv, state_->options, kOp));
+    auto planned = state_->prefill_plan(prefill, /*selection=*/false, 1);
+    if (!planned.ok()) return in_op(planned.status(), kOp);
+    return finish_op(in_op(
+        cuda::dense_prefill(*planned->plan, q, kv, params, out, planned->workspace, state_->stream()), kOp));
+  }
   KC_ASSIGN_OR_RETURN(const DecodeKey key, cuda::check_decode_call(q, kv, state_->options, kOp));
   KC_ASSIGN_OR_RETURN(const DecodePlanCache::Dense* plan, state_->plans.dense(key));
   return finish_op(
@@ -207,9 +238,16 @@ Status CudaBackend::sparse_decode(const QueryBatch& q, const PagedKv& kv, const 
                          kOp));
 }
 
-Status CudaBackend::sparse_prefill(const QueryBatch&, const PagedKv&, const AttentionParams&,
-                                   const PrefillIndexRows&, const int32_t*, const AttentionOutput&) {
-  return cuda::prefill_unsupported("sparse_prefill");
+Status CudaBackend::sparse_prefill(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                                   const PrefillIndexRows& rows, const int32_t* head_map, const AttentionOutput& out) {
+  constexpr const char* kOp = "sparse_prefill";
+  KC_RETURN_IF_ERROR(state_->activate());
+  KC_ASSIGN_OR_RETURN(const PrefillKey key, cuda::check_prefill_call(q, kv, state_->options, kOp));
+  auto planned = state_->prefill_plan(key, /*selection=*/false, 1);
+  if (!planned.ok()) return in_op(planned.status(), kOp);
+  return finish_op(in_op(cuda::sparse_prefill(*planned->plan, q, kv, params, rows, head_map, out, planned->workspace,
+                                              state_->stream()),
+                         kOp));
 }
 
 // ---- selection ----
@@ -229,9 +267,15 @@ Status CudaBackend::select_decode(const QueryBatch& q, const PagedKv& kv, const 
                          kOp));
 }
 
-Status CudaBackend::select_prefill(const QueryBatch&, const PagedKv&, const AttentionParams&, const ScorePooling&,
-                                   const PrefillIndexRows&) {
-  return cuda::prefill_unsupported("select_prefill");
+Status CudaBackend::select_prefill(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                                   const ScorePooling& pooling, const PrefillIndexRows& rows) {
+  constexpr const char* kOp = "select_prefill";
+  KC_RETURN_IF_ERROR(state_->activate());
+  KC_ASSIGN_OR_RETURN(const PrefillKey key, cuda::check_prefill_call(q, kv, state_->options, kOp));
+  auto planned = state_->prefill_plan(key, /*selection=*/true, rows.tile_size);
+  if (!planned.ok()) return in_op(planned.status(), kOp);
+  return finish_op(in_op(
+      cuda::select_prefill(*planned->plan, q, kv, params, pooling, rows, planned->workspace, state_->stream()), kOp));
 }
 
 Status CudaBackend::select_prefill_oracle(const QueryBatch&, const PagedKv&, const AttentionParams&,
@@ -292,9 +336,17 @@ Status CudaBackend::anchor_decode(const QueryBatch& q, const PagedKv& kv, const 
       in_op(state_->run_anchor(key, q, kv, params, pooling, k_per_seq, rows, dense_output, head_map, out), kOp));
 }
 
-Status CudaBackend::anchor_prefill(const QueryBatch&, const PagedKv&, const AttentionParams&, const ScorePooling&,
-                                   const PrefillIndexRows&, AnchorOutput, const int32_t*, const AttentionOutput&) {
-  return cuda::prefill_unsupported("anchor_prefill");
+Status CudaBackend::anchor_prefill(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                                   const ScorePooling& pooling, const PrefillIndexRows& rows, AnchorOutput output,
+                                   const int32_t* head_map, const AttentionOutput& out) {
+  constexpr const char* kOp = "anchor_prefill";
+  KC_RETURN_IF_ERROR(state_->activate());
+  KC_ASSIGN_OR_RETURN(const PrefillKey key, cuda::check_prefill_call(q, kv, state_->options, kOp));
+  auto planned = state_->prefill_plan(key, /*selection=*/true, rows.tile_size);
+  if (!planned.ok()) return in_op(planned.status(), kOp);
+  return finish_op(in_op(cuda::anchor_prefill(*planned->plan, q, kv, params, pooling, rows, output, head_map, out,
+                                              planned->workspace, state_->stream()),
+                         kOp));
 }
 
 Result<std::shared_ptr<AttentionBackend>> make_cuda_backend(const CudaBackendOptions& options) {

@@ -1,31 +1,47 @@
 // src/cuda/backend/cuda_backend.h — the CUDA implementation of kascade::AttentionBackend
-// (include/kascade/backend.h) for decode, so that every policy decodes on the GPU:
+// (include/kascade/backend.h), decode and prefill:
 //   memory      cudaMalloc-backed BackendBuffers, host <-> device copies on the backend's stream;
-//   dense       split-KV decode + in-kernel merge (cuda/attention/dense_decode.h);
+//   dense       one query per sequence (total_q == batch): split-KV decode + in-kernel merge
+//               (cuda/attention/dense_decode.h); otherwise causal varlen prefill over the paged
+//               cache, chunked (the queries are the last q_len positions of each kv_len)
+//               (cuda/prefill/prefill_ops.h dense_prefill);
 //   select_decode / anchor_decode   exact LSE, pooled post-softmax scores (sum per KV group, sum
 //               or max over all heads, or per query head) and the radix Top-k on the GPU
 //               (cuda/kascade/anchor_decode.h); the anchor op is fused: layer-0 dense + select
 //               and select + sparse output run as one pipeline without a host round trip;
 //   sparse_decode   the gather kernel over index rows through the head map
 //               (cuda/kascade/sparse_decode.h), per KV group or per query head;
+//   select_prefill / sparse_prefill / anchor_prefill   the prefill kernels of cuda/prefill/
+//               prefill_ops.h: an LSE pass (or the dense kernel's LSE for a dense-output anchor),
+//               pooled scores and the exact Top-k per tile in waves, and sparse attention over
+//               the compact rows ∪ local keys; anchor_prefill runs them as one pipeline;
 //   select_quest_decode   per-page channel min/max and page scores in fp64 on the GPU, whole
 //               pages taken in score order on the GPU (quest_select.h);
 //   select_lessismore_decode   per-head scores and per-head Top-m on the GPU, the rank-by-rank
 //               merge on the host over the downloaded rankings (lessismore_select.h).
-// Prefill ops (dense with several queries per sequence, select_prefill, sparse_prefill,
-// anchor_prefill) and the prefill oracle return kUnsupported naming the op; supports() says so.
+// The prefill oracle (select_prefill_oracle) needs the full score rows and returns kUnsupported
+// (CPU only, backend.h); supports() says so, and says for every other op whether the kernels it
+// runs on are built for the shape (head dim 64 / 128, GQA group 1..8). Per-call limits that the
+// shape does not fix are refused per call with a Status naming the value: selection rows whose
+// tile_size × group exceeds 256, page sizes the decode kernels do not take, dtype f32.
 //
-// Plans are made on first use of each (dtype, heads, head dim, KV page size, op variant) for the
-// declared max_batch and max_seq_len, and their workspaces allocated then; after that the ops
-// allocate nothing (internal_allocations() stays constant). The selection ops upload the host
-// k_per_seq array into a preallocated device buffer (pageable cudaMemcpyAsync), so a step through
-// this backend is not CUDA-graph capturable as is; the plan/run kernels below it are.
+// Plans: decode plans are made on first use of each (dtype, heads, head dim, KV page size, op
+// variant) for the declared max_batch and max_seq_len, each with its workspace
+// (decode_plan_cache.h). Prefill plans are made on first use of each (dtype, heads, head dim,
+// total_q rounded up to a power of two, selection and tile size) for max_batch and max_seq_len and
+// share one workspace that grows only when a larger plan needs it (prefill_plan_cache.h). After
+// that the ops allocate nothing (internal_allocations() stays constant). The selection ops of
+// decode upload the host k_per_seq array into a preallocated device buffer (pageable
+// cudaMemcpyAsync), so a decode step through this backend is not CUDA-graph capturable as is; the
+// plan/run kernels below it are.
 // Device-side bad data (a kv_len above max_seq_len, an index outside its sequence, a page id
-// outside the cache) sets bits in the kernels' error words: copy_to_host (which waits for the
-// stream anyway) and check_device_errors() turn them into a Status; check_errors_every_op does
-// it after every op (synchronising).
-// Tested by tests/cuda/test_backend_policies.cpp (every policy through make_policy, CPU backend vs
-// CUDA backend) and tests/cuda/test_backend_ops.cpp (ops, refusals, errors, allocation counts).
+// outside the cache, cu_q_lens or tile_base inconsistent with the call) sets bits in the kernels'
+// error words: copy_to_host (which waits for the stream anyway) and check_device_errors() turn
+// them into a Status naming them; check_errors_every_op does it after every op (synchronising).
+// Tested by tests/cuda/test_backend_policies.cpp (every policy through make_policy, decode, CPU
+// backend vs CUDA backend), tests/cuda/test_backend_prefill.cpp (every policy that prefills on
+// CUDA: chunked prefill then decode steps, CPU backend vs CUDA backend) and
+// tests/cuda/test_backend_ops.cpp (ops, refusals, errors, allocation counts).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -53,9 +69,10 @@ struct CudaBackendOptions {
 // Checks device >= 0, 1 <= max_batch <= 65535, 1 <= max_seq_len <= 2^30, a valid budget. No GPU needed.
 Status validate_cuda_backend_options(const CudaBackendOptions& options);
 
-// What CudaBackend::supports() answers, without a device: OK for the decode ops when the decode
-// kernels are built for the shape (head_dim 64/128, GQA group size 1..8), kUnsupported naming the
-// value otherwise; kUnsupported for the prefill ops and the prefill oracle.
+// What CudaBackend::supports() answers, without a device: OK when the kernels the op runs on are
+// built for the shape (dense: both the decode and the prefill kernels; the *_decode ops: the decode
+// kernels; select_prefill / sparse_prefill: the prefill kernels — head_dim 64/128, GQA group size
+// 1..8), kUnsupported naming the value otherwise; kUnsupported for the prefill oracle.
 Status cuda_backend_supports(BackendOp op, const AttentionShape& shape);
 // OK for f16 and bf16; kUnsupported naming the dtype otherwise (the kernels take no f32). No GPU needed.
 Status cuda_backend_supports_dtype(DType dtype);
