@@ -67,6 +67,7 @@ struct Args {
   bool dummy_weights = false;
   std::string dummy_dtype = "bf16";
   uint64_t dummy_seed = 0;
+  std::string device = "cpu";
   std::string out;
   std::string plots;
   std::string from_stats;
@@ -336,6 +337,11 @@ Status run_collection(const Args& a) {
   int64_t dev_tokens = 0;
   for (const auto& p : dev.prompts) dev_tokens += static_cast<int64_t>(p.tokens.size());
 
+  KC_ASSIGN_OR_RETURN(const Device device, parse_device(a.device));
+  if (device == Device::kCuda)
+    return unsupported("calibrate --device cuda: the statistics collector (its recording policy and the importance "
+                       "observer) reads attention scores and the residual stream in host memory, so it runs on the "
+                       "CPU runtime only; run calibrate with --device cpu (the file it writes serves both devices)");
   RuntimeOptions o;
   o.model_path = a.model;
   o.dummy_weights = a.dummy_weights;
@@ -443,6 +449,7 @@ int run_calibrate(int argc, char** argv) {
   app.add_flag("--dummy-weights", a.dummy_weights, "random weights of the config's shapes (mechanics only)");
   app.add_option("--dummy-dtype", a.dummy_dtype, "dtype of dummy weights: f32, f16, bf16");
   app.add_option("--dummy-seed", a.dummy_seed, "seed of the dummy weights");
+  app.add_option("--device", a.device, "where the model runs: cpu (cuda is refused: the collector is CPU-only)");
   app.add_option("-o,--out", a.out, "calibration file to write")->required();
   app.add_option("--plots", a.plots, "directory for similarity.png and importance.png");
   app.add_option("--from-stats", a.from_stats, "re-derive anchors from the statistics of this calibration file");

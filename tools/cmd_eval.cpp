@@ -1,5 +1,6 @@
 // tools/cmd_eval.cpp — `kascade eval`: accuracy of attention policies on the long-context task suite
-// (eval split) through the CPU runtime (src/eval/runner.h), as a table task × length × policy of
+// (eval split) through the runtime on the CPU or a CUDA GPU (--device; src/eval/runner.h), as a
+// table task × length × policy of
 // accuracy and fraction of keys attended.
 //
 //   kascade eval --model models/kascade-tiny --tasks all --lengths 2k,4k --policies dense,kascade,streaming
@@ -34,6 +35,7 @@
 #include "kascade/tokenizer.h"
 #include "policy/policy_program.h"
 #include "python_script.h"
+#include "runtime_flags.h"
 #include "status_line.h"
 
 namespace kascade::tools {
@@ -44,24 +46,17 @@ namespace fs = std::filesystem;
 constexpr const char* kDefaultCalibration = "kascade_calibration.json";
 
 struct Args {
-  std::string model;
+  RuntimeFlags runtime;
+  BudgetFlags budget;
   std::string tokenizer;
   std::string tasks = "all";
   std::string lengths = "4k";
   std::string policies = "dense,kascade";
   int64_t samples = 10;
   uint64_t seed = 0;
-  double topk_fraction = 0.10;
-  int64_t k_min = 128;
-  int32_t tile = 32;
   std::string calibration;
   int32_t num_anchors = 0;
   std::string anchors;
-  int32_t chunk = 512;
-  int64_t max_context = 0;
-  bool dummy_weights = false;
-  std::string dummy_dtype = "bf16";
-  uint64_t dummy_seed = 0;
   std::string out = "eval-out";
   bool no_plot = false;
   bool no_progress = false;
@@ -112,16 +107,16 @@ Result<std::vector<eval::EvalPolicy>> make_policies(const Args& a, std::string* 
   KC_CHECK_ARG(a.anchors.empty() || a.num_anchors == 0,
                "--num-anchors picks an anchor set of a calibration file; "
                "it does not apply to --anchors");
-  const fs::path default_file = model_dir_of(a.model) / kDefaultCalibration;
+  const fs::path default_file = model_dir_of(a.runtime.model) / kDefaultCalibration;
   std::string calibration = a.calibration;
   std::vector<eval::EvalPolicy> policies;
   for (const std::string& name : names) {
     eval::EvalPolicy p;
     p.name = name;
     p.attention.policy = name;
-    p.attention.topk_fraction = a.topk_fraction;
-    p.attention.k_min = a.k_min;
-    p.attention.tile_size = a.tile;
+    p.attention.topk_fraction = a.budget.topk_fraction;
+    p.attention.k_min = a.budget.k_min;
+    p.attention.tile_size = a.budget.tile;
     if (policy::policy_uses_schedule(name)) {
       if (!anchors.empty()) {
         p.attention.anchors = anchors;
@@ -131,7 +126,7 @@ Result<std::vector<eval::EvalPolicy>> make_policies(const Args& a, std::string* 
         if (calibration.empty())
           return invalid_argument("policy '", name, "' needs anchor layers: no --calibration was given and ",
                                   default_file.string(), " does not exist; make it with `kascade calibrate --model ",
-                                  a.model, " --out ", default_file.string(),
+                                  a.runtime.model, " --out ", default_file.string(),
                                   "`, or pass --calibration FILE, or --anchors 0,L1,L2,... (identity head map)");
         p.attention.calibration_file = calibration;
         p.attention.num_anchors = a.num_anchors;
@@ -159,7 +154,7 @@ Status run(const Args& a) {
   std::string schedule_note;
   KC_ASSIGN_OR_RETURN(const std::vector<eval::EvalPolicy> policies, make_policies(a, &schedule_note));
 
-  const fs::path model_dir = model_dir_of(a.model);
+  const fs::path model_dir = model_dir_of(a.runtime.model);
   const std::string tokenizer_path = a.tokenizer.empty() ? (model_dir / "tokenizer.json").string() : a.tokenizer;
   auto tokenizer = Tokenizer::from_file(tokenizer_path);
   if (!tokenizer.ok()) {
@@ -168,16 +163,7 @@ Status run(const Args& a) {
   }
   const auto shared_tokenizer = std::make_shared<const Tokenizer>(std::move(tokenizer).value());
 
-  RuntimeOptions o;
-  o.model_path = a.model;
-  o.dummy_weights = a.dummy_weights;
-  KC_ASSIGN_OR_RETURN(o.dummy_dtype, parse_dtype(a.dummy_dtype));
-  o.dummy_seed = a.dummy_seed;
-  o.attention.tile_size = a.tile;
-  o.attention.topk_fraction = a.topk_fraction;
-  o.attention.k_min = a.k_min;
-  o.max_context = a.max_context;
-  o.chunk_size = a.chunk;
+  KC_ASSIGN_OR_RETURN(RuntimeOptions o, to_runtime_options(a.runtime, &a.budget));
   KC_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::create(o));
   const std::string runtime_description = runtime->describe();
   std::fprintf(stderr, "%s\n", runtime_description.c_str());
@@ -216,9 +202,10 @@ Status run(const Args& a) {
                                                    {"split", "eval"},
                                                    {"seed", std::to_string(a.seed)},
                                                    {"samples_per_cell", std::to_string(a.samples)},
-                                                   {"topk_fraction", std::to_string(a.topk_fraction)},
-                                                   {"k_min", std::to_string(a.k_min)},
-                                                   {"tile", std::to_string(a.tile)},
+                                                   {"topk_fraction", std::to_string(a.budget.topk_fraction)},
+                                                   {"k_min", std::to_string(a.budget.k_min)},
+                                                   {"tile", std::to_string(a.budget.tile)},
+                                                   {"device", a.runtime.device},
                                                    {"kascade_schedule", schedule_note},
                                                    {"keys_attended", "prefill + decode, all layers and heads"}};
   const std::string json_path = (fs::path(a.out) / "results.json").string();
@@ -247,7 +234,8 @@ int run_eval(int argc, char** argv) {
   app.name("kascade eval");
   Args a;
   for (int i = 0; i < argc; ++i) a.command_line += (i ? " " : "kascade ") + std::string(argv[i]);
-  app.add_option("-m,--model", a.model, "model directory (config.json, safetensors, tokenizer.json)")->required();
+  add_runtime_flags(app, a.runtime);
+  add_budget_flags(app, a.budget);
   app.add_option("--tokenizer", a.tokenizer, "tokenizer.json (default: the model directory's)");
   app.add_option("--tasks", a.tasks, "comma-separated task names, or all / retrieval / multi-hop / aggregation");
   app.add_option("--lengths", a.lengths, "target lengths in tokens, e.g. 4k,8k,16k,32k");
@@ -256,20 +244,11 @@ int run_eval(int argc, char** argv) {
                  "streaming, quest, omnikv, lessismore");
   app.add_option("--samples", a.samples, "samples per task and length")->check(CLI::PositiveNumber);
   app.add_option("--seed", a.seed, "user seed of the eval split");
-  app.add_option("--topk-fraction", a.topk_fraction, "Top-k fraction rho of the keys (DESIGN.md §2.1)");
-  app.add_option("--k-min", a.k_min, "minimum Top-k budget")->check(CLI::NonNegativeNumber);
-  app.add_option("--tile", a.tile, "prefill tile size")->check(CLI::PositiveNumber);
   app.add_option("--calibration", a.calibration,
                  "calibration file for the kascade policies (default: <model dir>/kascade_calibration.json)");
   app.add_option("--num-anchors", a.num_anchors, "anchor count to use from the calibration file (default: its own)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--anchors", a.anchors, "anchor layers for the kascade policies, e.g. 0,2,8 (identity head map)");
-  app.add_option("--chunk", a.chunk, "prefill chunk: tokens per forward call")->check(CLI::PositiveNumber);
-  app.add_option("--max-context", a.max_context, "longest prompt + generation (default: max_position_embeddings)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_flag("--dummy-weights", a.dummy_weights, "random weights of the config's shapes (mechanics only)");
-  app.add_option("--dummy-dtype", a.dummy_dtype, "dtype of dummy weights: f32, f16, bf16");
-  app.add_option("--dummy-seed", a.dummy_seed, "seed of the dummy weights");
   app.add_option("-o,--out", a.out, "output directory (results.json, results.md, samples.jsonl, accuracy.png)");
   app.add_flag("--no-plot", a.no_plot, "do not draw accuracy.png");
   app.add_flag("--no-progress", a.no_progress, "no progress line");

@@ -1,11 +1,13 @@
 // tools/cmd_generate.cpp — `kascade generate`: text generation from a Hugging Face Llama / Qwen3
-// checkpoint (or dummy weights for any config.json) on the CPU runtime, with any attention policy.
+// checkpoint (or dummy weights for any config.json) on the CPU or a CUDA GPU (--device), with any
+// attention policy.
 //
 //   kascade generate --model DIR "prompt text"            # streams the continuation to stdout
 //   kascade generate --model DIR --chat "question"        # the model's chat template
 //   kascade generate --model DIR --prompt-file FILE --attention kascade --calibration calib.json
 //   kascade generate --model DIR --dummy-weights --random-prompt 4096 --max-new-tokens 32
 //       --attention kascade --anchors 0,2,4 --report-json run.json   # benchmark (bench/cpu_runtime)
+//   kascade generate --model DIR --device cuda --dummy-weights --random-prompt 4096 -n 32   # on the GPU
 //
 // stdout: the generated text (streamed for one prompt; for a batch, each sequence's text at the
 // end), or token ids when the model directory has no tokenizer.json. stderr: the model line, a
@@ -32,6 +34,7 @@
 #include "kascade/runtime.h"
 #include "kascade/tokenizer.h"
 #include "runtime/report.h"
+#include "runtime_flags.h"
 
 namespace kascade::tools {
 namespace {
@@ -39,7 +42,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Args {
-  std::string model;
+  RuntimeFlags runtime;
+  BudgetFlags budget;
   std::vector<std::string> prompts;       // positional / --prompt, one sequence each
   std::vector<std::string> prompt_files;  // one sequence each
   std::string prompt_ids;                 // "1,2,3"
@@ -49,18 +53,10 @@ struct Args {
   bool chat = false;
   std::string system;
   std::string tokenizer;
-  bool dummy_weights = false;
-  std::string dummy_dtype = "bf16";
-  uint64_t dummy_seed = 0;
   std::string attention = "dense";
   std::string calibration;
   int32_t num_anchors = 0;
   std::string anchors;
-  double topk_fraction = 0.10;
-  int64_t k_min = 128;
-  int32_t tile = 32;
-  int64_t max_context = 0;
-  int32_t chunk = 512;
   int32_t page_size = 16;
   std::string kv_dtype = "f32";
   int32_t max_new_tokens = 128;
@@ -167,7 +163,8 @@ Status write_report_json(const std::string& path, const Runtime& rt, const Args&
   j["attention"] = a.attention;
   j["batch"] = prompts.size();
   j["prompt_tokens"] = prompts.front().size();
-  j["chunk"] = a.chunk;
+  j["chunk"] = a.runtime.chunk;
+  j["device"] = a.runtime.device;
   j["prefill"] = {{"tokens", s.prefill_tokens}, {"seconds", s.prefill_s}, {"tokens_per_s", s.prefill_tokens_per_s()}};
   j["decode"] = {{"tokens", s.decode_tokens},
                  {"steps", s.decode_steps},
@@ -193,27 +190,19 @@ Status write_report_json(const std::string& path, const Runtime& rt, const Args&
 }
 
 Status run(const Args& a) {
-  RuntimeOptions o;
-  o.model_path = a.model;
-  o.dummy_weights = a.dummy_weights;
-  KC_ASSIGN_OR_RETURN(o.dummy_dtype, parse_dtype(a.dummy_dtype));
-  o.dummy_seed = a.dummy_seed;
+  KC_ASSIGN_OR_RETURN(RuntimeOptions o, to_runtime_options(a.runtime, &a.budget));
   o.attention.policy = a.attention;
   o.attention.calibration_file = a.calibration;
   o.attention.num_anchors = a.num_anchors;
   if (!a.anchors.empty()) {
     KC_ASSIGN_OR_RETURN(o.attention.anchors, parse_int_list(a.anchors, "--anchors"));
   }
-  o.attention.topk_fraction = a.topk_fraction;
-  o.attention.k_min = a.k_min;
-  o.attention.tile_size = a.tile;
-  o.max_context = a.max_context;
-  o.chunk_size = a.chunk;
   o.page_size = a.page_size;
   KC_ASSIGN_OR_RETURN(o.kv_dtype, parse_dtype(a.kv_dtype));
 
   // Tokenizer: needed for text prompts and text output; optional for token-id prompts.
-  const fs::path model_dir = fs::is_directory(a.model) ? fs::path(a.model) : fs::path(a.model).parent_path();
+  const std::string& model = a.runtime.model;
+  const fs::path model_dir = fs::is_directory(model) ? fs::path(model) : fs::path(model).parent_path();
   const std::string tokenizer_path = a.tokenizer.empty() ? (model_dir / "tokenizer.json").string() : a.tokenizer;
   const bool text_prompts = !a.prompts.empty() || !a.prompt_files.empty();
   std::optional<Tokenizer> tokenizer;
@@ -281,7 +270,7 @@ Status run(const Args& a) {
   ProgressLine progress(!a.no_progress);
   int64_t total_prompt = 0;
   for (const auto& p : prompts) total_prompt += static_cast<int64_t>(p.size());
-  const bool long_prefill = total_prompt > 2LL * a.chunk;
+  const bool long_prefill = total_prompt > 2LL * a.runtime.chunk;
   GenerateCallbacks cb;
   if (stream) {
     cb.on_token = [&](int32_t, int32_t token) {
@@ -320,10 +309,12 @@ Status run(const Args& a) {
 }  // namespace
 
 int run_generate(int argc, char** argv) {
-  CLI::App app{"Generate text from a Hugging Face Llama / Qwen3 checkpoint on the CPU with any attention policy"};
+  CLI::App app{"Generate text from a Hugging Face Llama / Qwen3 checkpoint on the CPU or a CUDA GPU with any attention "
+               "policy"};
   app.name("kascade generate");
   Args a;
-  app.add_option("-m,--model", a.model, "model directory (config.json, safetensors, tokenizer.json)")->required();
+  add_runtime_flags(app, a.runtime);
+  add_budget_flags(app, a.budget);
   app.add_option("prompt", a.prompts, "prompt text (several: a batch)");
   app.add_option("-p,--prompt", a.prompts, "prompt text (repeatable: a batch)");
   app.add_option("-f,--prompt-file", a.prompt_files, "file holding a prompt (repeatable: a batch)");
@@ -335,24 +326,14 @@ int run_generate(int argc, char** argv) {
   app.add_flag("--chat", a.chat, "format the prompt with the model's chat template (tokenizer_config.json)");
   app.add_option("--system", a.system, "system message for --chat");
   app.add_option("--tokenizer", a.tokenizer, "tokenizer.json (default: the model directory's)");
-  app.add_flag("--dummy-weights", a.dummy_weights, "random weights of the config's shapes instead of safetensors");
-  app.add_option("--dummy-dtype", a.dummy_dtype, "dtype of dummy weights: f32, f16, bf16");
-  app.add_option("--dummy-seed", a.dummy_seed, "seed of the dummy weights");
   app.add_option("--attention", a.attention,
                  "dense | kascade | kascade-pooled | kascade-noremap | kascade-decode | oracle | streaming | quest | "
                  "omnikv | lessismore");
   app.add_option("--calibration", a.calibration, "calibration file (kascade calibrate) for the kascade policies");
   app.add_option("--num-anchors", a.num_anchors, "anchor count to use from the calibration file (default: its own)");
   app.add_option("--anchors", a.anchors, "anchor layers, e.g. 0,2,8, with an identity head map (no calibration)");
-  app.add_option("--topk-fraction", a.topk_fraction, "Top-k fraction rho of the keys (DESIGN.md §2.1)");
-  app.add_option("--k-min", a.k_min, "minimum Top-k budget")->check(CLI::NonNegativeNumber);
-  app.add_option("--tile", a.tile, "prefill tile size")->check(CLI::PositiveNumber);
-  app.add_option("--max-context", a.max_context, "longest prompt + generation (default: max_position_embeddings)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--chunk", a.chunk, "prefill chunk: tokens per sequence per forward call")
-      ->check(CLI::PositiveNumber);
   app.add_option("--page-size", a.page_size, "KV cache page size (power of two)")->check(CLI::PositiveNumber);
-  app.add_option("--kv-dtype", a.kv_dtype, "KV cache dtype: f32, f16, bf16");
+  app.add_option("--kv-dtype", a.kv_dtype, "KV cache dtype on the CPU: f32, f16, bf16 (the GPU uses --cuda-dtype)");
   app.add_option("-n,--max-new-tokens", a.max_new_tokens, "tokens to generate per sequence")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--temperature", a.temperature, "sampling temperature (0: greedy)");

@@ -1,4 +1,4 @@
-// kascade/runtime.h — the CPU runtime: load a Hugging Face Llama / Qwen3 checkpoint (or dummy
+// kascade/runtime.h — the runtime, on the CPU or on a CUDA GPU (RuntimeOptions::device): load a Hugging Face Llama / Qwen3 checkpoint (or dummy
 // weights for any config.json), run batches of prompts through chunked prefill and decode with a
 // paged KV cache and any attention policy of DESIGN.md §2.4, sample, stream tokens, report speed
 // and the fraction of keys attended.
@@ -18,8 +18,19 @@
 // The KV cache of a call is sized for its own prompts (Σ min(prompt + max_new, max_context)) and
 // refused with ResourceExhausted when it cannot be allocated.
 //
+// Devices: kCpu runs the fp32 forward pass of src/model/forward.h; kCuda (a build with CUDA and a
+// GPU) runs src/cuda/model (bf16 / fp16 activations with fp32 accumulation, fp32 residual stream,
+// paged KV cache in device memory, the CUDA attention backend, sampling on the device) behind the
+// same generate / teacher_forced calls. On kCuda: the KV cache takes the activation dtype
+// (kv_dtype is ignored), at most max_batch sequences run together, memory is planned before each
+// call and a batch × context that does not fit is refused (ResourceExhausted naming the numbers);
+// set_policy remakes the policy over the CUDA backend (policies of make_policy only); the layer
+// observer and calibration's recording policy are CPU-only (they read host memory) and are refused
+// with Unsupported. Without CUDA built in, or
+// without a GPU, kCuda is refused with Unsupported.
 // Implementation: src/runtime/ (runtime.cpp, session.cpp, cache_attention.cpp, kv_cache.cpp,
-// sampler.cpp, policy_setup.cpp, report.cpp) over the forward pass of src/model/forward.h.
+// sampler.cpp, policy_setup.cpp, report.cpp, forward_session.h, gpu_memory_plan.h) over the forward
+// pass of src/model/forward.h, and src/cuda/model/ for kCuda.
 // Tested by tests/unit/runtime/ (Hugging Face parity of every policy at a saturating budget,
 // generation, sampling, KV cache, reports).
 #pragma once
@@ -29,6 +40,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kascade/dtype.h"
@@ -59,7 +71,17 @@ struct AttentionOptions {
   bool rolling = true;              // rolling prefill budget k(s_t)
 };
 
+enum class Device : uint8_t { kCpu = 0, kCuda = 1 };
+const char* device_name(Device device);  // "cpu", "cuda"
+Result<Device> parse_device(std::string_view name);  // "cpu" | "cuda"
+// Whether this build has the CUDA runtime compiled in (a GPU may still be missing).
+bool cuda_runtime_built();
+
 struct RuntimeOptions {
+  Device device = Device::kCpu;
+  int32_t cuda_device = 0;           // kCuda: device ordinal
+  DType cuda_dtype = DType::kBF16;   // kCuda: activations, linear weights and KV cache (bf16 | f16)
+  int32_t max_batch = 8;             // kCuda: most sequences per generate / teacher_forced call
   std::filesystem::path model_path;  // a model directory (config.json + safetensors) or a config.json
   bool dummy_weights = false;        // random weights of the config's shapes instead of safetensors
   DType dummy_dtype = DType::kBF16;
@@ -68,7 +90,7 @@ struct RuntimeOptions {
   int64_t max_context = 0;           // 0 → the config's max_position_embeddings
   int32_t chunk_size = 512;          // prefill tokens per sequence per forward call (>= 1)
   int32_t page_size = 16;            // KV cache page (power of two)
-  DType kv_dtype = DType::kF32;      // KV cache element type
+  DType kv_dtype = DType::kF32;      // KV cache element type (kCpu)
   int64_t widen_budget_bytes = int64_t{8} << 30;  // see src/model/model.h
 };
 
@@ -182,9 +204,13 @@ class Runtime {
 
   // The policy (its statistics, index snapshots) and a way to replace it (a recording policy for
   // calibration); replacing validates that the new policy's config matches the model's shape.
+  // kCuda: the given policy runs on its own (host) backend, so set_policy remakes it from its config()
+  // over the CUDA backend (any policy of make_policy: policy_names()); others, such as calibration's
+  // recording policy, are refused with Unsupported.
   AttentionPolicy& policy();
   Status set_policy(std::unique_ptr<AttentionPolicy> policy);
-  // Observer called during every forward call (empty function: none).
+  // Observer called during every forward call (empty function: none). kCuda: generate and
+  // teacher_forced refuse to run while an observer is set (Unsupported; CPU-only).
   void set_layer_observer(LayerObserver observer);
 
  private:

@@ -18,7 +18,28 @@
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 
+#ifdef KASCADE_HAVE_CUDA
+#include "cuda/model/cuda_model.h"
+#include "cuda/model/cuda_session.h"
+#endif
+
 namespace kascade {
+
+const char* device_name(Device device) { return device == Device::kCuda ? "cuda" : "cpu"; }
+
+Result<Device> parse_device(std::string_view name) {
+  if (name == "cpu") return Device::kCpu;
+  if (name == "cuda") return Device::kCuda;
+  return invalid_argument("unknown device '", name, "' (cpu or cuda)");
+}
+
+bool cuda_runtime_built() {
+#ifdef KASCADE_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
@@ -69,7 +90,12 @@ Status validate_tokens(const std::vector<int32_t>& tokens, int64_t vocab, const 
 
 struct Runtime::Impl {
   RuntimeOptions options;
-  std::unique_ptr<Model> model;
+  ModelConfig config;
+  DType weights_dtype = DType::kF32;
+  std::unique_ptr<Model> model;  // kCpu
+#ifdef KASCADE_HAVE_CUDA
+  std::unique_ptr<cuda::CudaModel> cuda_model;  // kCuda (declared before the policy: outlives it)
+#endif
   std::unique_ptr<AttentionPolicy> policy;
   std::string schedule_note;
   int64_t max_context = 0;
@@ -81,6 +107,27 @@ struct Runtime::Impl {
     *holder = std::make_unique<FunctionObserver>(&observer);
     return holder->get();
   }
+
+  // A session on the runtime's device for sequences of at most max_tokens[s] tokens; the CUDA one
+  // plans its calls for `chunk` tokens per sequence and `logit_rows` rows per call.
+  Result<std::unique_ptr<runtime::ForwardSession>> make_session(const std::vector<int64_t>& max_tokens,
+                                                                int64_t logit_rows,
+                                                                std::unique_ptr<FunctionObserver>* holder) {
+    if (options.device == Device::kCuda) {
+#ifdef KASCADE_HAVE_CUDA
+      if (observer)
+        return unsupported("the layer observer (calibration's importance statistic) is CPU-only; use --device cpu");
+      KC_ASSIGN_OR_RETURN(auto session, cuda::CudaSession::create(*cuda_model, *policy, max_tokens,
+                                                                  options.chunk_size, logit_rows));
+      return std::unique_ptr<runtime::ForwardSession>(std::move(session));
+#else
+      return unsupported("this build has no CUDA support");
+#endif
+    }
+    KC_ASSIGN_OR_RETURN(auto session, runtime::Session::create(*model, *policy, max_tokens, options.page_size,
+                                                               options.kv_dtype, forward_observer(holder)));
+    return std::unique_ptr<runtime::ForwardSession>(std::move(session));
+  }
 };
 
 Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -90,29 +137,57 @@ Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) 
   KC_CHECK_ARG(!options.model_path.empty(), "no model path given");
   KC_CHECK_ARG(options.chunk_size >= 1, "prefill chunk size ", options.chunk_size, " must be >= 1");
   KC_CHECK_ARG(options.max_context >= 0, "max context ", options.max_context, " is negative");
+  if (options.device == Device::kCuda) {
+#ifdef KASCADE_HAVE_CUDA
+    KC_RETURN_IF_ERROR(cuda::cuda_device_usable(options.cuda_device));
+    KC_CHECK_ARG(options.max_batch >= 1, "max batch ", options.max_batch, " must be >= 1");
+    KC_CHECK_ARG(options.cuda_dtype == DType::kBF16 || options.cuda_dtype == DType::kF16, "--device cuda computes in ",
+                 "bf16 or f16, not ", dtype_name(options.cuda_dtype));
+#else
+    return unsupported("--device cuda: this build of kascade has no CUDA support (configure with -DKASCADE_CUDA=ON "
+                       "on a machine with the CUDA toolkit); use --device cpu");
+#endif
+  }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   KC_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(options.model_path));
+  impl->config = config;
   Result<Weights> weights = options.dummy_weights
                                 ? make_dummy_weights(config, options.dummy_dtype, options.dummy_seed)
                                 : load_weights(config, options.model_path);
   if (!weights.ok()) return weights.status();
   for (const NamedTensor& t : weights->tensors()) impl->num_parameters += t.view.numel();
-  ModelOptions model_options;
-  model_options.widen_budget_bytes = options.widen_budget_bytes;
-  KC_ASSIGN_OR_RETURN(impl->model, Model::create(std::move(weights).value(), model_options));
+  impl->weights_dtype = weights->embed_tokens().dtype;
   impl->max_context = options.max_context > 0 ? options.max_context : config.max_position_embeddings;
   KC_CHECK_ARG(impl->max_context >= 1, "max context ", impl->max_context, " must be >= 1");
   KC_CHECK_ARG(options.page_size > 0 && (options.page_size & (options.page_size - 1)) == 0, "KV page size ",
                options.page_size, " must be a power of two");
-
   KC_ASSIGN_OR_RETURN(runtime::PolicySetup setup, runtime::build_policy_config(config, options.attention));
   impl->schedule_note = setup.schedule_note;
+  if (options.device == Device::kCuda) {
+#ifdef KASCADE_HAVE_CUDA
+    KC_CHECK_ARG(impl->max_context <= (int64_t{1} << 30), "max context ", impl->max_context,
+                 " exceeds the CUDA runtime's limit of 2^30 tokens");
+    cuda::CudaModelOptions cuda_options;
+    cuda_options.device = options.cuda_device;
+    cuda_options.act_dtype = options.cuda_dtype;
+    cuda_options.max_batch = options.max_batch;
+    cuda_options.max_seq_len = static_cast<int32_t>(impl->max_context);
+    cuda_options.page_size = options.page_size;
+    cuda_options.budget = setup.config.budget;
+    KC_ASSIGN_OR_RETURN(impl->cuda_model, cuda::CudaModel::create(*weights, cuda_options));
+    KC_ASSIGN_OR_RETURN(impl->policy, make_policy(setup.config, impl->cuda_model->backend()));
+    return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
+#endif
+  }
+  ModelOptions model_options;
+  model_options.widen_budget_bytes = options.widen_budget_bytes;
+  KC_ASSIGN_OR_RETURN(impl->model, Model::create(std::move(weights).value(), model_options));
   KC_ASSIGN_OR_RETURN(impl->policy, make_policy(setup.config, make_cpu_backend()));
   return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
 }
 
-const ModelConfig& Runtime::config() const { return impl_->model->config(); }
+const ModelConfig& Runtime::config() const { return impl_->config; }
 const RuntimeOptions& Runtime::options() const { return impl_->options; }
 int64_t Runtime::max_context() const { return impl_->max_context; }
 AttentionPolicy& Runtime::policy() { return *impl_->policy; }
@@ -120,27 +195,45 @@ void Runtime::set_layer_observer(LayerObserver observer) { impl_->observer = std
 
 Status Runtime::set_policy(std::unique_ptr<AttentionPolicy> policy) {
   KC_CHECK_ARG(policy != nullptr, "set_policy: null policy");
+
   const PolicyConfig& p = policy->config();
   const ModelConfig& c = config();
   KC_CHECK_ARG(p.num_layers == c.num_hidden_layers && p.num_heads == c.num_attention_heads &&
                    p.num_kv_heads == c.num_key_value_heads && p.head_dim == c.head_dim,
                "set_policy: policy shape (", p.num_layers, " layers, ", p.num_heads, " heads, ", p.num_kv_heads,
                " KV heads, d ", p.head_dim, ") does not match the model");
+  if (impl_->options.device == Device::kCuda) {
+#ifdef KASCADE_HAVE_CUDA
+    // The caller's policy runs on its own backend (host memory); remake it from its config over
+    // the CUDA backend. Only the policies of make_policy can be remade.
+    const std::vector<std::string>& names = policy_names();
+    if (std::find(names.begin(), names.end(), p.name) == names.end())
+      return unsupported("set_policy on --device cuda remakes the policy from its config over the CUDA backend; '",
+                         p.name, "' is not one make_policy knows (the calibration recorder is CPU-only: use --device cpu)");
+    KC_ASSIGN_OR_RETURN(impl_->policy, make_policy(p, impl_->cuda_model->backend()));
+    return ok_status();
+#endif
+  }
   impl_->policy = std::move(policy);
   return ok_status();
 }
 
 std::string Runtime::describe() const {
   const ModelConfig& c = config();
-  const Weights& w = impl_->model->weights();
   std::ostringstream os;
   os << architecture_name(c.architecture) << ": " << c.num_hidden_layers << " layers, hidden " << c.hidden_size
      << ", " << c.num_attention_heads << " heads / " << c.num_key_value_heads << " KV heads of dim " << c.head_dim
      << ", vocab " << c.vocab_size << ", " << static_cast<double>(impl_->num_parameters) / 1e6 << "M parameters ("
-     << (impl_->options.dummy_weights ? "dummy " : "") << dtype_name(w.embed_tokens().dtype) << " weights"
-     << (impl_->model->widened() ? ", widened to f32" : "") << ") | attention " << impl_->policy->config().name;
+     << (impl_->options.dummy_weights ? "dummy " : "") << dtype_name(impl_->weights_dtype) << " weights";
+  if (impl_->options.device == Device::kCuda) {
+    os << ", on cuda:" << impl_->options.cuda_device << " in " << dtype_name(impl_->options.cuda_dtype);
+  } else if (impl_->model->widened()) {
+    os << ", widened to f32";
+  }
+  os << ") | attention " << impl_->policy->config().name;
   if (!impl_->schedule_note.empty()) os << ", " << impl_->schedule_note;
   os << " | max context " << impl_->max_context << ", prefill chunk " << impl_->options.chunk_size;
+  if (impl_->options.device == Device::kCuda) os << ", max batch " << impl_->options.max_batch;
   return os.str();
 }
 
@@ -166,9 +259,7 @@ Result<GenerateResult> Runtime::generate(const std::vector<std::vector<int32_t>>
     for (int64_t id : c.eos_token_ids) stop.insert(static_cast<int32_t>(id));
 
   std::unique_ptr<FunctionObserver> observer_holder;
-  KC_ASSIGN_OR_RETURN(auto session,
-                      runtime::Session::create(*impl_->model, *impl_->policy, max_tokens, impl_->options.page_size,
-                                               impl_->options.kv_dtype, impl_->forward_observer(&observer_holder)));
+  KC_ASSIGN_OR_RETURN(auto session, impl_->make_session(max_tokens, static_cast<int64_t>(prompts.size()), &observer_holder));
   impl_->policy->reset_statistics();
   const int32_t n = static_cast<int32_t>(prompts.size());
   std::vector<runtime::Sampler> samplers;
@@ -176,7 +267,6 @@ Result<GenerateResult> Runtime::generate(const std::vector<std::vector<int32_t>>
   GenerateResult result;
   result.sequences.resize(n);
   std::vector<bool> active(n, false);
-  const int64_t vocab = c.vocab_size;
 
   // Appends a sampled token to sequence s and decides whether it goes on.
   const auto accept = [&](int32_t s, int32_t token) {
@@ -211,7 +301,14 @@ Result<GenerateResult> Runtime::generate(const std::vector<std::vector<int32_t>>
 
   // Prefill: every sequence with prompt tokens left gets up to chunk_size of them per call.
   std::vector<int64_t> next(n, 0);
-  std::vector<float> logits;
+  std::vector<int32_t> sampled;
+  std::vector<double> uniforms;
+  // The uniform of each sampling row, from its sequence's stream (what Sampler::sample would draw).
+  const auto draw_uniforms = [&](const std::vector<int32_t>& sequences) {
+    uniforms.clear();
+    for (int32_t s : sequences)
+      uniforms.push_back(options.sampler.temperature > 0.0f ? samplers[s].next_uniform() : 0.0);
+  };
   int64_t done = 0;
   const auto prefill_start = Clock::now();
   while (true) {
@@ -226,15 +323,13 @@ Result<GenerateResult> Runtime::generate(const std::vector<std::vector<int32_t>>
       if (last) sampling.push_back(s);
     }
     if (items.empty()) break;
-    KC_RETURN_IF_ERROR(session->step(ForwardMode::kPrefill, items, &logits));
+    draw_uniforms(sampling);
+    KC_RETURN_IF_ERROR(session->step_sample(ForwardMode::kPrefill, items, options.sampler, uniforms, &sampled));
     for (const auto& item : items) {
       next[item.sequence] += static_cast<int64_t>(item.tokens.size());
       done += static_cast<int64_t>(item.tokens.size());
     }
-    for (size_t i = 0; i < sampling.size(); ++i) {
-      KC_ASSIGN_OR_RETURN(int32_t token, samplers[sampling[i]].sample(logits.data() + i * vocab, vocab));
-      accept(sampling[i], token);
-    }
+    for (size_t i = 0; i < sampling.size(); ++i) accept(sampling[i], sampled[i]);
     if (callbacks.on_prefill_progress)
       callbacks.on_prefill_progress(PrefillProgress{done, total_prompt, seconds_since(prefill_start)});
   }
@@ -247,18 +342,18 @@ Result<GenerateResult> Runtime::generate(const std::vector<std::vector<int32_t>>
   const auto decode_start = Clock::now();
   while (true) {
     std::vector<runtime::CallItem> items;
+    std::vector<int32_t> sequences;
     for (int32_t s = 0; s < n; ++s) {
       if (!active[s]) continue;
       items.push_back({s, std::span<const int32_t>(&result.sequences[s].tokens.back(), 1), 0});
+      sequences.push_back(s);
     }
     if (items.empty()) break;
-    KC_RETURN_IF_ERROR(session->step(ForwardMode::kDecode, items, &logits));
+    draw_uniforms(sequences);
+    KC_RETURN_IF_ERROR(session->step_sample(ForwardMode::kDecode, items, options.sampler, uniforms, &sampled));
     ++result.stats.decode_steps;
     result.stats.decode_tokens += static_cast<int64_t>(items.size());
-    for (size_t i = 0; i < items.size(); ++i) {
-      KC_ASSIGN_OR_RETURN(int32_t token, samplers[items[i].sequence].sample(logits.data() + i * vocab, vocab));
-      accept(items[i].sequence, token);
-    }
+    for (size_t i = 0; i < items.size(); ++i) accept(items[i].sequence, sampled[i]);
   }
   result.stats.decode_s = seconds_since(decode_start);
   result.stats.decode_timings = phase_between(after_prefill, session->timings());
@@ -286,9 +381,10 @@ Result<std::vector<TeacherForcedOutput>> Runtime::teacher_forced(const std::vect
     longest_continuation = std::max(longest_continuation, in.continuation.size());
   }
   std::unique_ptr<FunctionObserver> observer_holder;
-  KC_ASSIGN_OR_RETURN(auto session,
-                      runtime::Session::create(*impl_->model, *impl_->policy, max_tokens, impl_->options.page_size,
-                                               impl_->options.kv_dtype, impl_->forward_observer(&observer_holder)));
+  int64_t logit_rows = 0;  // rows of the largest call: a chunk of every sequence
+  for (const TeacherForcedInput& in : inputs)
+    logit_rows += std::min<int64_t>(static_cast<int64_t>(in.prompt.size()), impl_->options.chunk_size);
+  KC_ASSIGN_OR_RETURN(auto session, impl_->make_session(max_tokens, logit_rows, &observer_holder));
   impl_->policy->reset_statistics();
   const size_t vocab = static_cast<size_t>(c.vocab_size);
   std::vector<TeacherForcedOutput> out(n);

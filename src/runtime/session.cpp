@@ -85,4 +85,12 @@ Status Session::step(ForwardMode mode, const std::vector<CallItem>& items, std::
   return ok_status();
 }
 
+Status Session::step_sample(ForwardMode mode, const std::vector<CallItem>& items, const SamplerConfig& sampler,
+                            std::span<const double> uniforms, std::vector<int32_t>* tokens) {
+  KC_RETURN_IF_ERROR(count_sampled_rows(items, uniforms.size()).status());
+  std::vector<float> logits;
+  KC_RETURN_IF_ERROR(step(mode, items, &logits));
+  return sample_host_rows(logits, model_->config().vocab_size, sampler, uniforms, tokens);
+}
+
 }  // namespace kascade::runtime

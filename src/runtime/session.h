@@ -14,19 +14,13 @@
 #include "kascade/policy.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "runtime/forward_session.h"
 #include "runtime/kv_cache.h"
 
 namespace kascade::runtime {
 
-// New tokens of one sequence in a call. Logits are wanted for the tokens at indices
-// logits_from .. tokens.size() − 1 of this item (logits_from == tokens.size(): none).
-struct CallItem {
-  int32_t sequence = 0;              // index in the session
-  std::span<const int32_t> tokens;   // >= 1 token
-  int64_t logits_from = 0;
-};
-
-class Session {
+// The CPU implementation of ForwardSession (forward_session.h).
+class Session final : public ForwardSession {
  public:
   // A cache for `num_sequences` sequences of at most max_tokens[s] tokens each.
   static Result<std::unique_ptr<Session>> create(const Model& model, AttentionPolicy& policy,
@@ -35,13 +29,16 @@ class Session {
 
   // One forward call in `mode` over the items (distinct sequences). logits: the requested rows in
   // item order, [rows, vocab] fp32 (resized).
-  Status step(ForwardMode mode, const std::vector<CallItem>& items, std::vector<float>* logits);
+  Status step(ForwardMode mode, const std::vector<CallItem>& items, std::vector<float>* logits) override;
+  // step, then sample_host_rows over the logits.
+  Status step_sample(ForwardMode mode, const std::vector<CallItem>& items, const SamplerConfig& sampler,
+                     std::span<const double> uniforms, std::vector<int32_t>* tokens) override;
 
   // Committed tokens of a sequence.
   int64_t length(int32_t sequence) const { return lengths_[static_cast<size_t>(sequence)]; }
   int32_t num_sequences() const { return static_cast<int32_t>(lengths_.size()); }
   // Timings of all calls so far.
-  const ForwardTimings& timings() const { return workspace_.timings; }
+  ForwardTimings timings() const override { return workspace_.timings; }
 
  private:
   Session(const Model& model, AttentionPolicy& policy, ForwardObserver* observer)

@@ -1,0 +1,307 @@
+// src/cuda/model/cuda_session.cpp — the CUDA forward session (cuda_session.h).
+// Tested by tests/cuda/test_gpu_runtime_parity.cpp and test_gpu_runtime_memory.cpp.
+#include "cuda/model/cuda_session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <string>
+
+#include "cuda/common/cuda_status.h"
+#include "cuda/ops/attention_inputs.h"
+#include "cuda/ops/elementwise.h"
+#include "cuda/ops/norm.h"
+
+namespace kascade::cuda {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Result<void*> device_alloc(size_t bytes, const char* what) {
+  void* p = nullptr;
+  const cudaError_t error = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+  if (error != cudaSuccess) {
+    (void)cudaGetLastError();
+    return resource_exhausted("cuda runtime: cannot allocate ", bytes, " bytes of device memory for ", what, ": ",
+                              cudaGetErrorString(error));
+  }
+  return p;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CudaSession>> CudaSession::create(CudaModel& model, AttentionPolicy& policy,
+                                                         const std::vector<int64_t>& max_tokens, int32_t chunk_size,
+                                                         int64_t max_logit_rows) {
+  const ModelConfig& c = model.config();
+  const CudaModelOptions& o = model.options();
+  KC_CHECK_ARG(!max_tokens.empty(), "cuda session: no sequences");
+  KC_CHECK_ARG(static_cast<int64_t>(max_tokens.size()) <= o.max_batch, "cuda session: ", max_tokens.size(),
+               " sequences, but the CUDA runtime was created for at most ", o.max_batch,
+               " sequences per batch (--max-batch)");
+  KC_CHECK_ARG(chunk_size >= 1 && max_logit_rows >= 0, "cuda session: chunk size ", chunk_size, ", logit rows ",
+               max_logit_rows);
+  std::unique_ptr<CudaSession> s(new CudaSession(model, policy));
+  int64_t pages = 0, call_tokens = 0;
+  for (size_t i = 0; i < max_tokens.size(); ++i) {
+    KC_CHECK_ARG(max_tokens[i] >= 1 && max_tokens[i] <= o.max_seq_len, "cuda session: sequence ", i, " may hold ",
+                 max_tokens[i], " tokens; the CUDA runtime was planned for 1..", o.max_seq_len, " (max context)");
+    s->page_base_.push_back(static_cast<int32_t>(pages));
+    pages += (max_tokens[i] + o.page_size - 1) / o.page_size;
+    call_tokens += std::min<int64_t>(max_tokens[i], chunk_size);
+    KC_CHECK_ARG(pages <= std::numeric_limits<int32_t>::max(), "cuda session: ", pages, " KV pages exceed int32");
+  }
+  s->num_pages_ = static_cast<int32_t>(pages);
+  s->max_tokens_ = max_tokens;
+  s->lengths_.assign(max_tokens.size(), 0);
+  s->limits_.num_sequences = static_cast<int32_t>(max_tokens.size());
+  s->limits_.max_call_tokens = call_tokens;
+  s->limits_.max_logit_rows = std::min(max_logit_rows, call_tokens);
+  s->limits_.max_pages_per_seq = model.max_pages_per_seq();
+  KC_ASSIGN_OR_RETURN(s->layout_, runtime::device_activation_layout(c, o.act_dtype, s->limits_));
+  s->kv_layer_bytes_ = runtime::device_kv_bytes(c, o.act_dtype, pages, o.page_size) /
+                       (2 * static_cast<size_t>(c.num_hidden_layers));
+  s->plan_.weights = model.weights().bytes();
+  s->plan_.kv_cache = runtime::device_kv_bytes(c, o.act_dtype, pages, o.page_size);
+  s->plan_.activations = s->layout_.total;
+  KC_ASSIGN_OR_RETURN(s->plan_.sampler, DeviceSampler::workspace_bytes(s->limits_.num_sequences, c.vocab_size));
+  KC_CUDA_RETURN_IF_ERROR(cudaSetDevice(o.device));
+  KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(model.stream()));
+  KC_ASSIGN_OR_RETURN(const DeviceMemoryInfo memory, device_memory_info());
+  int64_t longest = 0;
+  for (int64_t t : max_tokens) longest = std::max(longest, t);
+  KC_RETURN_IF_ERROR(runtime::check_gpu_memory(
+      s->plan_, s->plan_.weights, memory.free_bytes,
+      "a batch of " + std::to_string(max_tokens.size()) + " sequences of up to " + std::to_string(longest) +
+          " tokens (" + std::to_string(pages) + " KV pages of " + std::to_string(o.page_size) + ", calls of up to " +
+          std::to_string(call_tokens) + " tokens)"));
+  KC_ASSIGN_OR_RETURN(s->kv_, device_alloc(s->plan_.kv_cache, "the KV cache"));
+  KC_ASSIGN_OR_RETURN(s->workspace_, device_alloc(s->layout_.total, "the activation workspace"));
+  KC_ASSIGN_OR_RETURN(s->sampler_, DeviceSampler::create(s->limits_.num_sequences, c.vocab_size, model.stream()));
+  return s;
+}
+
+CudaSession::~CudaSession() {
+  if (model_ != nullptr) (void)cudaStreamSynchronize(model_->stream());
+  if (kv_ != nullptr) (void)cudaFree(kv_);
+  if (workspace_ != nullptr) (void)cudaFree(workspace_);
+}
+
+void* CudaSession::k_cache(int32_t layer) const {
+  return static_cast<uint8_t*>(kv_) + (2 * static_cast<size_t>(layer)) * kv_layer_bytes_;
+}
+void* CudaSession::v_cache(int32_t layer) const {
+  return static_cast<uint8_t*>(kv_) + (2 * static_cast<size_t>(layer) + 1) * kv_layer_bytes_;
+}
+
+Status CudaSession::forward(ForwardMode mode, const std::vector<runtime::CallItem>& items, int64_t* rows_out) {
+  const ModelConfig& c = model_->config();
+  const int32_t page_size = model_->options().page_size;
+  KC_CHECK_ARG(!items.empty(), "cuda session: a forward call without sequences");
+  const int32_t n_seq = static_cast<int32_t>(lengths_.size());
+  std::vector<bool> seen(lengths_.size(), false);
+  std::vector<int32_t> tokens, positions, slots, cu = {0}, q_lens, kv_lens, rows;
+  for (const runtime::CallItem& item : items) {
+    KC_CHECK_ARG(item.sequence >= 0 && item.sequence < n_seq, "cuda session: sequence ", item.sequence,
+                 " outside [0, ", n_seq, ")");
+    KC_CHECK_ARG(!seen[item.sequence], "cuda session: sequence ", item.sequence, " appears twice in one call");
+    seen[item.sequence] = true;
+    const int64_t n = static_cast<int64_t>(item.tokens.size());
+    KC_CHECK_ARG(n >= 1, "cuda session: sequence ", item.sequence, " has no tokens in this call");
+    KC_CHECK_ARG(mode != ForwardMode::kDecode || n == 1, "cuda session: decode call with ", n, " tokens for sequence ",
+                 item.sequence);
+    KC_CHECK_ARG(item.logits_from >= 0 && item.logits_from <= n, "cuda session: logits_from ", item.logits_from,
+                 " outside [0, ", n, "]");
+    const int64_t start = lengths_[item.sequence];
+    KC_CHECK_ARG(start + n <= max_tokens_[item.sequence], "cuda session: sequence ", item.sequence, " would hold ",
+                 start + n, " tokens, more than the ", max_tokens_[item.sequence], " it was sized for");
+    for (int64_t i = 0; i < n; ++i) {
+      KC_CHECK_ARG(item.tokens[i] >= 0 && item.tokens[i] < c.vocab_size, "cuda session: token id ", item.tokens[i],
+                   " outside the vocabulary [0, ", c.vocab_size, ")");
+      if (i >= item.logits_from) rows.push_back(static_cast<int32_t>(tokens.size()));
+      const int64_t pos = start + i;
+      tokens.push_back(item.tokens[i]);
+      positions.push_back(static_cast<int32_t>(pos));
+      slots.push_back((page_base_[item.sequence] + static_cast<int32_t>(pos / page_size)) * page_size +
+                      static_cast<int32_t>(pos % page_size));
+    }
+    cu.push_back(static_cast<int32_t>(tokens.size()));
+    q_lens.push_back(static_cast<int32_t>(n));
+    kv_lens.push_back(static_cast<int32_t>(start + n));
+  }
+  const int32_t batch = static_cast<int32_t>(items.size());
+  const int64_t T = static_cast<int64_t>(tokens.size()), R = static_cast<int64_t>(rows.size());
+  KC_CHECK_ARG(T <= limits_.max_call_tokens && R <= limits_.max_logit_rows, "cuda session: a call of ", T,
+               " tokens and ", R, " logit rows; the session was planned for ", limits_.max_call_tokens, " and ",
+               limits_.max_logit_rows);
+  // The call description, packed: tokens, positions, slots [T], cu_q_lens [B+1], kv_lens [B],
+  // block table [B, P], logit rows [R].
+  const int32_t P = limits_.max_pages_per_seq;
+  off_tokens_ = 0;
+  off_positions_ = T;
+  off_slots_ = 2 * T;
+  off_cu_ = 3 * T;
+  off_kv_lens_ = off_cu_ + batch + 1;
+  off_table_ = off_kv_lens_ + batch;
+  off_rows_ = off_table_ + static_cast<int64_t>(batch) * P;
+  host_ints_.assign(static_cast<size_t>(off_rows_ + R), -1);
+  std::copy(tokens.begin(), tokens.end(), host_ints_.begin() + off_tokens_);
+  std::copy(positions.begin(), positions.end(), host_ints_.begin() + off_positions_);
+  std::copy(slots.begin(), slots.end(), host_ints_.begin() + off_slots_);
+  std::copy(cu.begin(), cu.end(), host_ints_.begin() + off_cu_);
+  std::copy(kv_lens.begin(), kv_lens.end(), host_ints_.begin() + off_kv_lens_);
+  for (int32_t b = 0; b < batch; ++b) {
+    const int32_t s = items[b].sequence;
+    const int64_t seq_pages = (max_tokens_[s] + page_size - 1) / page_size;
+    for (int64_t p = 0; p < seq_pages && p < P; ++p)
+      host_ints_[static_cast<size_t>(off_table_ + static_cast<int64_t>(b) * P + p)] = page_base_[s] + static_cast<int32_t>(p);
+  }
+  std::copy(rows.begin(), rows.end(), host_ints_.begin() + off_rows_);
+  KC_CHECK_ARG(static_cast<int64_t>(host_ints_.size()) <= layout_.int32_elements, "cuda session: call description of ",
+               host_ints_.size(), " ints exceeds the planned ", layout_.int32_elements);
+
+  ForwardInfo info;
+  info.mode = mode;
+  info.batch = batch;
+  info.q_lens = q_lens.data();
+  info.kv_lens = kv_lens.data();
+  KC_RETURN_IF_ERROR(policy_->begin_forward(info));
+  const cudaStream_t stream = model_->stream();
+  // Pageable source: the copy is staged before cudaMemcpyAsync returns, so host_ints_ may change after.
+  KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(at(layout_.ints), host_ints_.data(), host_ints_.size() * sizeof(int32_t),
+                                          cudaMemcpyHostToDevice, stream));
+  KC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(at(layout_.error), 0, sizeof(uint32_t), stream));
+  KC_RETURN_IF_ERROR(run_layers(batch, T));
+  *rows_out = R;
+  if (R == 0) return ok_status();
+  const DType act = model_->options().act_dtype;
+  const int32_t hidden = static_cast<int32_t>(c.hidden_size);
+  const int32_t* d_ints = static_cast<const int32_t*>(at(layout_.ints));
+  KC_RETURN_IF_ERROR(rmsnorm_rows(static_cast<const float*>(at(layout_.x)), d_ints + off_rows_, R, hidden,
+                                  model_->weights().final_norm(), static_cast<float>(c.rms_norm_eps),
+                                  at(layout_.final_rows), act, stream));
+  return model_->cublas().linear(at(layout_.final_rows), model_->weights().lm_head(), at(layout_.logits), R,
+                                 c.vocab_size, hidden, act, DType::kF32, false);
+}
+
+Status CudaSession::run_layers(int32_t batch, int64_t T) {
+  const ModelConfig& c = model_->config();
+  const DType act = model_->options().act_dtype;
+  const cudaStream_t stream = model_->stream();
+  const DeviceWeights& w = model_->weights();
+  CublasContext& blas = model_->cublas();
+  const int32_t hidden = static_cast<int32_t>(c.hidden_size), H = static_cast<int32_t>(c.num_attention_heads),
+                G = static_cast<int32_t>(c.num_key_value_heads), d = static_cast<int32_t>(c.head_dim);
+  const int64_t inter = c.intermediate_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int32_t* d_ints = static_cast<const int32_t*>(at(layout_.ints));
+  float* x = static_cast<float*>(at(layout_.x));
+  KC_RETURN_IF_ERROR(embedding_gather(w.embed_tokens(), act, c.vocab_size, hidden, d_ints + off_tokens_, T, x,
+                                      static_cast<uint32_t*>(at(layout_.error)), stream));
+  QueryBatch q;
+  q.q = at(layout_.q);
+  q.dtype = act;
+  q.batch = batch;
+  q.total_q = static_cast<int32_t>(T);
+  q.num_heads = H;
+  q.head_dim = d;
+  q.cu_q_lens = d_ints + off_cu_;
+  PagedKv kv;
+  kv.dtype = act;
+  kv.num_pages = num_pages_;
+  kv.page_size = model_->options().page_size;
+  kv.num_kv_heads = G;
+  kv.head_dim = d;
+  kv.block_table = d_ints + off_table_;
+  kv.max_pages_per_seq = limits_.max_pages_per_seq;
+  kv.kv_lens = d_ints + off_kv_lens_;
+  AttentionParams params;
+  params.scale = model_->attention_scale();
+  const AttentionOutput out{at(layout_.attn), act, nullptr};
+  AttentionInputsShape shape{T, H, G, d, act};
+  for (int32_t l = 0; l < static_cast<int32_t>(c.num_hidden_layers); ++l) {
+    const DeviceLayerWeights& lw = w.layer(l);
+    KC_RETURN_IF_ERROR(rmsnorm_rows(x, nullptr, T, hidden, lw.input_norm, eps, at(layout_.h), act, stream));
+    KC_RETURN_IF_ERROR(blas.linear(at(layout_.h), lw.qkv, at(layout_.qkv), T, (H + 2 * G) * d, hidden, act, act, false));
+    AttentionInputsArgs args;
+    args.qkv = at(layout_.qkv);
+    args.positions = d_ints + off_positions_;
+    args.slots = d_ints + off_slots_;
+    args.q_norm = lw.q_norm;
+    args.k_norm = lw.k_norm;
+    args.norm_eps = eps;
+    args.inv_freq = w.inv_freq();
+    args.attention_scaling = model_->rope().attention_scaling;
+    args.q_out = at(layout_.q);
+    args.k_cache = k_cache(l);
+    args.v_cache = v_cache(l);
+    KC_RETURN_IF_ERROR(attention_inputs(shape, args, stream));
+    kv.k = k_cache(l);
+    kv.v = v_cache(l);
+    Status s = policy_->attention(l, q, kv, params, out);
+    if (!s.ok()) return s.with_context("layer " + std::to_string(l));
+    KC_RETURN_IF_ERROR(blas.linear(at(layout_.attn), lw.o_proj, x, T, hidden, H * d, act, DType::kF32, true));
+    KC_RETURN_IF_ERROR(rmsnorm_rows(x, nullptr, T, hidden, lw.post_norm, eps, at(layout_.h), act, stream));
+    KC_RETURN_IF_ERROR(blas.linear(at(layout_.h), lw.gate_up, at(layout_.gate_up), T, 2 * inter, hidden, act, act, false));
+    KC_RETURN_IF_ERROR(silu_mul(at(layout_.gate_up), T, inter, at(layout_.mlp), act, stream));
+    KC_RETURN_IF_ERROR(blas.linear(at(layout_.mlp), lw.down_proj, x, T, hidden, inter, act, DType::kF32, true));
+  }
+  return ok_status();
+}
+
+Status CudaSession::commit(const std::vector<runtime::CallItem>& items) {
+  uint32_t error = 0;
+  KC_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(&error, at(layout_.error), sizeof(uint32_t), cudaMemcpyDeviceToHost, model_->stream()));
+  KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(model_->stream()));
+  if (error != 0) return out_of_range("cuda session: the embedding met a token id outside the vocabulary");
+  KC_RETURN_IF_ERROR(model_->backend()->check_device_errors());
+  for (const runtime::CallItem& item : items) lengths_[item.sequence] += static_cast<int64_t>(item.tokens.size());
+  return ok_status();
+}
+
+Status CudaSession::step(ForwardMode mode, const std::vector<runtime::CallItem>& items, std::vector<float>* logits) {
+  KC_CHECK_ARG(logits != nullptr, "cuda session: logits is null");
+  const auto start = Clock::now();
+  int64_t rows = 0;
+  KC_RETURN_IF_ERROR(forward(mode, items, &rows));
+  const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(model_->config().vocab_size);
+  logits->resize(count);
+  if (count > 0)
+    KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits->data(), at(layout_.logits), count * sizeof(float),
+                                            cudaMemcpyDeviceToHost, model_->stream()));
+  KC_RETURN_IF_ERROR(commit(items));
+  timings_.other_s += std::chrono::duration<double>(Clock::now() - start).count();
+  return ok_status();
+}
+
+Status CudaSession::step_sample(ForwardMode mode, const std::vector<runtime::CallItem>& items,
+                                const SamplerConfig& sampler, std::span<const double> uniforms,
+                                std::vector<int32_t>* tokens) {
+  KC_CHECK_ARG(tokens != nullptr, "cuda session: tokens is null");
+  KC_ASSIGN_OR_RETURN(const int64_t expected, runtime::count_sampled_rows(items, uniforms.size()));
+  const auto start = Clock::now();
+  int64_t rows = 0;
+  KC_RETURN_IF_ERROR(forward(mode, items, &rows));
+  if (rows != expected) return internal_error("cuda session: ", rows, " logit rows, expected ", expected);
+  tokens->resize(static_cast<size_t>(rows));
+  if (rows > 0) {
+    const cudaStream_t stream = model_->stream();
+    if (sampler.temperature > 0.0f)
+      KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(at(layout_.uniforms), uniforms.data(), uniforms.size() * sizeof(double),
+                                              cudaMemcpyHostToDevice, stream));
+    KC_RETURN_IF_ERROR(sampler_->sample(static_cast<const float*>(at(layout_.logits)), static_cast<int32_t>(rows),
+                                        SamplingParams{sampler.temperature, sampler.top_k, sampler.top_p},
+                                        static_cast<const double*>(at(layout_.uniforms)),
+                                        static_cast<int32_t*>(at(layout_.tokens_out))));
+    KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tokens->data(), at(layout_.tokens_out), static_cast<size_t>(rows) * sizeof(int32_t),
+                                            cudaMemcpyDeviceToHost, stream));
+  }
+  KC_RETURN_IF_ERROR(commit(items));
+  for (size_t i = 0; i < tokens->size(); ++i)
+    if ((*tokens)[i] < 0) return out_of_range("cuda session: the logits of sampled row ", i, " hold a NaN");
+  timings_.other_s += std::chrono::duration<double>(Clock::now() - start).count();
+  return ok_status();
+}
+
+}  // namespace kascade::cuda

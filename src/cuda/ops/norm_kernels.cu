@@ -1,0 +1,55 @@
+// src/cuda/ops/norm_kernels.cu — RMSNorm kernel (norm.h): one block per output row.
+// Tested by tests/cuda/test_ops_norm.cpp.
+#include <cmath>
+
+#include "cuda/common/cuda_status.h"
+#include "cuda/ops/act_types.cuh"
+#include "cuda/ops/norm.h"
+
+namespace kascade::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <typename TOut>
+__global__ void rmsnorm_kernel(const float* __restrict__ x, const int32_t* __restrict__ row_index, int32_t dim,
+                               const float* __restrict__ weight, float eps, TOut* __restrict__ out) {
+  const int64_t r = blockIdx.x;
+  const int64_t src = row_index != nullptr ? row_index[r] : r;
+  const float* xr = x + src * dim;
+  float sum = 0.0f;
+  for (int32_t c = threadIdx.x; c < dim; c += kThreads) sum += xr[c] * xr[c];
+  __shared__ float partial[kThreads / 32];
+  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = sum;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float v = threadIdx.x < kThreads / 32 ? partial[threadIdx.x] : 0.0f;
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if (threadIdx.x == 0) partial[0] = v;
+  }
+  __syncthreads();
+  const float inv = rsqrtf(partial[0] / static_cast<float>(dim) + eps);
+  TOut* yr = out + r * dim;
+  for (int32_t c = threadIdx.x; c < dim; c += kThreads) yr[c] = ops_detail::from_float<TOut>((xr[c] * inv) * weight[c]);
+}
+
+}  // namespace
+
+Status rmsnorm_rows(const float* x, const int32_t* row_index, int64_t rows, int32_t dim, const float* weight,
+                    float eps, void* out, DType out_dtype, cudaStream_t stream) {
+  KC_CHECK_ARG(rows >= 0 && rows <= 0x7fffffff, "rmsnorm_rows: rows = ", rows, " outside [0, 2^31)");
+  KC_CHECK_ARG(dim >= 1, "rmsnorm_rows: dim = ", dim, " must be >= 1");
+  KC_CHECK_ARG(std::isfinite(eps) && eps >= 0.0f, "rmsnorm_rows: eps = ", eps, " must be finite and >= 0");
+  if (rows == 0) return ok_status();
+  KC_CHECK_ARG(x != nullptr && weight != nullptr && out != nullptr, "rmsnorm_rows: null pointer");
+  return ops_detail::dispatch_act(out_dtype, "rmsnorm_rows", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    rmsnorm_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, row_index, dim, weight, eps,
+                                                                             static_cast<T*>(out));
+    KC_CUDA_RETURN_IF_LAUNCH_FAILED("rmsnorm_kernel");
+    return ok_status();
+  });
+}
+
+}  // namespace kascade::cuda

@@ -1,0 +1,66 @@
+// src/runtime/forward_session.h — what Runtime::generate and Runtime::teacher_forced drive: a batch
+// of sequences in flight and the forward calls that extend them, on the CPU (session.h) or on the
+// GPU (src/cuda/model/cuda_session.h). Header-only interface, so the CUDA library implements it
+// without depending on the runtime library.
+//   step         one forward call; the logits of the requested rows come back to the host.
+//   step_sample  one forward call that picks one token per requesting item with the sampler of
+//                runtime/sampler.h semantics (greedy, or inverse CDF at the given uniforms); the
+//                CPU session samples the host logits, the CUDA session samples on the device and
+//                copies back only the tokens.
+// Tested through tests/unit/runtime/ (CPU) and tests/cuda/test_gpu_runtime_*.cpp (CUDA).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kascade/policy.h"
+#include "kascade/runtime.h"
+#include "kascade/status.h"
+#include "model/forward.h"
+
+namespace kascade::runtime {
+
+// New tokens of one sequence in a call. Logits are wanted for the tokens at indices
+// logits_from .. tokens.size() − 1 of this item (logits_from == tokens.size(): none).
+struct CallItem {
+  int32_t sequence = 0;              // index in the session
+  std::span<const int32_t> tokens;   // >= 1 token
+  int64_t logits_from = 0;
+};
+
+class ForwardSession {
+ public:
+  virtual ~ForwardSession() = default;
+  // One forward call in `mode` over the items (distinct sequences). logits: the requested rows in
+  // item order, [rows, vocab] fp32 (resized).
+  virtual Status step(ForwardMode mode, const std::vector<CallItem>& items, std::vector<float>* logits) = 0;
+  // One forward call; each item requests at most one logit row, and tokens (resized) gets one token
+  // per requested row, in item order, sampled with `sampler` (its seed unused: uniforms[i] is row
+  // i's uniform in [0, 1), read when temperature > 0).
+  virtual Status step_sample(ForwardMode mode, const std::vector<CallItem>& items, const SamplerConfig& sampler,
+                             std::span<const double> uniforms, std::vector<int32_t>* tokens) = 0;
+  // Timings of all calls so far.
+  virtual ForwardTimings timings() const = 0;
+};
+
+// Host sampling of logit rows ([rows, vocab] fp32), the CPU Sampler's rule at the given uniforms.
+Status sample_host_rows(const std::vector<float>& logits, int64_t vocab, const SamplerConfig& sampler,
+                        std::span<const double> uniforms, std::vector<int32_t>* tokens);
+
+// Checks that each item requests at most one logit row and that there is one uniform per row;
+// returns the row count (step_sample's contract). Inline: the CUDA session uses it too.
+inline Result<int64_t> count_sampled_rows(const std::vector<CallItem>& items, size_t uniforms) {
+  int64_t rows = 0;
+  for (const CallItem& item : items) {
+    const int64_t wanted = static_cast<int64_t>(item.tokens.size()) - item.logits_from;
+    KC_CHECK_ARG(wanted == 0 || wanted == 1, "step_sample: sequence ", item.sequence, " requests ", wanted,
+                 " logit rows; sampling takes at most one per sequence");
+    rows += wanted;
+  }
+  KC_CHECK_ARG(static_cast<size_t>(rows) == uniforms, "step_sample: ", rows, " sampled rows but ", uniforms,
+               " uniforms");
+  return rows;
+}
+
+}  // namespace kascade::runtime

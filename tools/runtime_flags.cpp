@@ -1,0 +1,48 @@
+// tools/runtime_flags.cpp — the runtime flags shared by the CLI commands (runtime_flags.h).
+#include "runtime_flags.h"
+
+namespace kascade::tools {
+
+void add_runtime_flags(CLI::App& app, RuntimeFlags& f) {
+  app.add_option("-m,--model", f.model, "model directory (config.json, safetensors, tokenizer.json)")->required();
+  app.add_option("--device", f.device, "where the model runs: cpu | cuda");
+  app.add_option("--cuda-device", f.cuda_device, "CUDA device ordinal (--device cuda)")->check(CLI::NonNegativeNumber);
+  app.add_option("--cuda-dtype", f.cuda_dtype, "activation / weight / KV dtype on the GPU: bf16 | f16");
+  app.add_option("--max-batch", f.max_batch, "most sequences per batch on the GPU (plans the attention backend)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--dummy-weights", f.dummy_weights, "random weights of the config's shapes instead of safetensors");
+  app.add_option("--dummy-dtype", f.dummy_dtype, "dtype of dummy weights: f32, f16, bf16");
+  app.add_option("--dummy-seed", f.dummy_seed, "seed of the dummy weights");
+  app.add_option("--max-context", f.max_context, "longest prompt + generation (default: max_position_embeddings)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--chunk", f.chunk, "prefill chunk: tokens per sequence per forward call")
+      ->check(CLI::PositiveNumber);
+}
+
+void add_budget_flags(CLI::App& app, BudgetFlags& f) {
+  app.add_option("--topk-fraction", f.topk_fraction, "Top-k fraction rho of the keys (DESIGN.md §2.1)");
+  app.add_option("--k-min", f.k_min, "minimum Top-k budget")->check(CLI::NonNegativeNumber);
+  app.add_option("--tile", f.tile, "prefill tile size T")->check(CLI::PositiveNumber);
+}
+
+Result<RuntimeOptions> to_runtime_options(const RuntimeFlags& f, const BudgetFlags* budget) {
+  RuntimeOptions o;
+  o.model_path = f.model;
+  KC_ASSIGN_OR_RETURN(o.device, parse_device(f.device));
+  o.cuda_device = f.cuda_device;
+  KC_ASSIGN_OR_RETURN(o.cuda_dtype, parse_dtype(f.cuda_dtype));
+  o.max_batch = f.max_batch;
+  o.dummy_weights = f.dummy_weights;
+  KC_ASSIGN_OR_RETURN(o.dummy_dtype, parse_dtype(f.dummy_dtype));
+  o.dummy_seed = f.dummy_seed;
+  o.max_context = f.max_context;
+  o.chunk_size = f.chunk;
+  if (budget != nullptr) {
+    o.attention.topk_fraction = budget->topk_fraction;
+    o.attention.k_min = budget->k_min;
+    o.attention.tile_size = budget->tile;
+  }
+  return o;
+}
+
+}  // namespace kascade::tools

@@ -1,0 +1,46 @@
+// tools/runtime_flags.h — the runtime flags that `kascade generate`, `eval` and `calibrate` share
+// (one definition, so the commands cannot drift apart): the model, the device (--device cpu|cuda
+// and its CUDA settings), dummy weights, the context and prefill chunk, and the Top-k budget.
+// add_*_flags registers them on a CLI11 app; to_runtime_options turns them into RuntimeOptions
+// (validating the dtypes and the device name). Used by tools/cmd_*.cpp; the library behind them is
+// tested in tests/unit/runtime/.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "kascade/runtime.h"
+#include "kascade/status.h"
+
+namespace kascade::tools {
+
+struct RuntimeFlags {
+  std::string model;
+  std::string device = "cpu";
+  int32_t cuda_device = 0;
+  std::string cuda_dtype = "bf16";
+  int32_t max_batch = 8;
+  bool dummy_weights = false;
+  std::string dummy_dtype = "bf16";
+  uint64_t dummy_seed = 0;
+  int64_t max_context = 0;
+  int32_t chunk = 512;
+};
+
+struct BudgetFlags {
+  double topk_fraction = 0.10;
+  int64_t k_min = 128;
+  int32_t tile = 32;
+};
+
+// -m/--model (required), --device, --cuda-device, --cuda-dtype, --max-batch, --dummy-weights,
+// --dummy-dtype, --dummy-seed, --max-context, --chunk.
+void add_runtime_flags(CLI::App& app, RuntimeFlags& flags);
+// --topk-fraction, --k-min, --tile.
+void add_budget_flags(CLI::App& app, BudgetFlags& flags);
+
+// RuntimeOptions from the flags (attention policy left at its default; the budget when given).
+Result<RuntimeOptions> to_runtime_options(const RuntimeFlags& flags, const BudgetFlags* budget);
+
+}  // namespace kascade::tools
