@@ -18,14 +18,16 @@
 // the anchors the device memory of selection: the plan's scratch (LSE + one wave of scores) and the
 // compact index rows. The device error word is checked after every configuration; the JSON is
 // rewritten after every configuration, so a run cut short keeps what it measured.
-// Every kernel runs in three variants: Q·Kᵀ on mma.sync ("mma", the default of the ops), on sm_90a
+// Every kernel runs in four variants: Q·Kᵀ on mma.sync ("mma", the default of the ops), on sm_90a
 // warpgroup MMAs issued synchronously ("wgmma", PrefillPlanOptions::wgmma), and "ws": dense
 // prefill and the LSE pass on the warp-specialised sm_90a mainloop
-// (PrefillPlanOptions::warp_specialized; pooling, Top-k and sparse stay on mma.sync). The sm_90a
+// (PrefillPlanOptions::warp_specialized; pooling, Top-k and sparse stay on mma.sync), and "ws_tma":
+// the same with the TMA K/V producer (PrefillPlanOptions::ws_tma; it takes contiguous K/V and pages
+// of a multiple of 128 keys, --page). The sm_90a
 // variants are skipped where the plan refuses them.
 //   kascade_bench_prefill [--lens 8192,32768,65536,131072] [--dtypes f16,bf16]
-//                         [--layouts contiguous,paged] [--variants mma,wgmma,ws] [--reps 10]
-//                         [--json results.json]
+//                         [--layouts contiguous,paged] [--page 16] [--variants mma,wgmma,ws,ws_tma]
+//                         [--kernels dense,lse,select,anchor0,anchor,reuse] [--reps 10] [--json results.json]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -71,7 +73,10 @@ struct Options {
   std::vector<int32_t> lens = {8192, 32768, 65536, 131072};
   std::vector<DType> dtypes = {DType::kF16, DType::kBF16};
   std::vector<std::string> layouts = {"contiguous", "paged"};
-  std::vector<std::string> variants = {"mma", "wgmma", "ws"};  // mma.sync / sm_90a wgmma / warp-specialised
+  // mma.sync / sm_90a wgmma / warp-specialised (cp.async producer) / warp-specialised with TMA K/V
+  std::vector<std::string> variants = {"mma", "wgmma", "ws", "ws_tma"};
+  std::vector<std::string> kernels = {"dense", "lse", "select", "anchor0", "anchor", "reuse"};
+  int32_t page = kPage;  // keys per page of the paged layout
   int reps = 10;
   std::string json_path;
 };
@@ -115,10 +120,24 @@ Options parse(int argc, char** argv) {
     } else if (arg == "--variants" && has_value) {
       o.variants = split(argv[++i]);
       for (const auto& v : o.variants) {
-        if (v != "mma" && v != "wgmma" && v != "ws") {
-          std::fprintf(stderr, "--variants takes mma, wgmma and ws, got %s\n", v.c_str());
+        if (v != "mma" && v != "wgmma" && v != "ws" && v != "ws_tma") {
+          std::fprintf(stderr, "--variants takes mma, wgmma, ws and ws_tma, got %s\n", v.c_str());
           std::exit(2);
         }
+      }
+    } else if (arg == "--kernels" && has_value) {
+      o.kernels = split(argv[++i]);
+      for (const auto& k : o.kernels) {
+        if (k != "dense" && k != "lse" && k != "select" && k != "anchor0" && k != "anchor" && k != "reuse") {
+          std::fprintf(stderr, "--kernels takes dense, lse, select, anchor0, anchor and reuse, got %s\n", k.c_str());
+          std::exit(2);
+        }
+      }
+    } else if (arg == "--page" && has_value) {
+      o.page = std::atoi(argv[++i]);
+      if (o.page < 1) {
+        std::fprintf(stderr, "--page takes a positive number of keys\n");
+        std::exit(2);
       }
     } else if (arg == "--reps" && has_value) {
       o.reps = std::max(1, std::atoi(argv[++i]));
@@ -127,7 +146,8 @@ Options parse(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: kascade_bench_prefill [--lens 8192,...] [--dtypes f16,bf16] "
-                   "[--layouts contiguous,paged] [--variants mma,wgmma,ws] [--reps 10] [--json out.json]\n");
+                   "[--layouts contiguous,paged] [--page 16] [--variants mma,wgmma,ws,ws_tma] "
+                   "[--kernels dense,lse,select,anchor0,anchor,reuse] [--reps 10] [--json out.json]\n");
       std::exit(2);
     }
   }
@@ -180,7 +200,7 @@ std::pair<double, double> time_ms(Fn&& fn, int reps, void* flush, size_t flush_b
 void run_config(const Options& opt, DType dtype, const std::string& layout, const std::string& variant, int32_t n,
                 void* flush, size_t flush_bytes, std::vector<Record>& out) {
   const bool bf16 = dtype == DType::kBF16;
-  const int32_t page = layout == "paged" ? kPage : n;
+  const int32_t page = layout == "paged" ? opt.page : n;
   const int32_t pages = (n + page - 1) / page;
   const size_t q_elems = size_t(n) * kHeads * kHeadDim;
   const size_t kv_elems = size_t(pages) * page * kKvHeads * kHeadDim;
@@ -232,7 +252,8 @@ void run_config(const Options& opt, DType dtype, const std::string& layout, cons
   shape.tile_size = kTile;
   cuda::PrefillPlanOptions plan_options;
   plan_options.wgmma = variant == "wgmma";
-  plan_options.warp_specialized = variant == "ws";
+  plan_options.warp_specialized = variant == "ws" || variant == "ws_tma";
+  plan_options.ws_tma = variant == "ws_tma";
   auto plan = cuda::plan_prefill(shape, plan_options);
   if (plan.status().code() == StatusCode::kUnsupported) {
     std::printf("variant %s skipped: %s\n", variant.c_str(), plan.status().to_string().c_str());
@@ -278,6 +299,9 @@ void run_config(const Options& opt, DType dtype, const std::string& layout, cons
   const double dense_flops = 2 * per_score * causal, lse_flops = per_score * causal;
   const double reuse_flops = 2 * per_score * sparse_keys, pool_flops = per_score * pooled_keys;
 
+  auto wanted = [&](const char* kernel) {
+    return std::find(opt.kernels.begin(), opt.kernels.end(), kernel) != opt.kernels.end();
+  };
   auto record = [&](const std::string& kernel, std::pair<double, double> t, double flops, bool selection) {
     Record r;
     r.kernel = kernel;
@@ -303,31 +327,37 @@ void run_config(const Options& opt, DType dtype, const std::string& layout, cons
   };
 
   void* ws = workspace.p;
-  record("dense", time_ms([&] { BENCH_OK(cuda::dense_prefill(*plan, qb, kv, params, result, ws, nullptr)); },
-                          opt.reps, flush, flush_bytes),
-         dense_flops, false);
-  record("lse", time_ms([&] {
-           BENCH_OK(cuda::prefill_lse(*plan, qb, kv, params, cuda::prefill_lse_scratch(*plan, ws), ws, nullptr));
-         }, opt.reps, flush, flush_bytes),
-         lse_flops, false);
-  record("select",
-         time_ms([&] { BENCH_OK(cuda::select_prefill(*plan, qb, kv, params, pooling, rows, ws, nullptr)); }, opt.reps,
-                 flush, flush_bytes),
-         lse_flops + pool_flops, true);
-  record("anchor0", time_ms([&] {
-           BENCH_OK(cuda::anchor_prefill(*plan, qb, kv, params, pooling, rows, AnchorOutput::kDense, nullptr, result, ws,
-                                         nullptr));
-         }, opt.reps, flush, flush_bytes),
-         dense_flops + pool_flops, true);
-  record("anchor", time_ms([&] {
-           BENCH_OK(cuda::anchor_prefill(*plan, qb, kv, params, pooling, rows, AnchorOutput::kSparse, nullptr, result,
-                                         ws, nullptr));
-         }, opt.reps, flush, flush_bytes),
-         lse_flops + pool_flops + reuse_flops, true);
-  record("reuse", time_ms([&] {
-           BENCH_OK(cuda::sparse_prefill(*plan, qb, kv, params, rows, nullptr, result, ws, nullptr));
-         }, opt.reps, flush, flush_bytes),
-         reuse_flops, false);
+  if (wanted("dense"))
+    record("dense", time_ms([&] { BENCH_OK(cuda::dense_prefill(*plan, qb, kv, params, result, ws, nullptr)); },
+                            opt.reps, flush, flush_bytes),
+           dense_flops, false);
+  if (wanted("lse"))
+    record("lse", time_ms([&] {
+             BENCH_OK(cuda::prefill_lse(*plan, qb, kv, params, cuda::prefill_lse_scratch(*plan, ws), ws, nullptr));
+           }, opt.reps, flush, flush_bytes),
+           lse_flops, false);
+  if (wanted("select"))
+    record("select",
+           time_ms([&] { BENCH_OK(cuda::select_prefill(*plan, qb, kv, params, pooling, rows, ws, nullptr)); }, opt.reps,
+                   flush, flush_bytes),
+           lse_flops + pool_flops, true);
+  if (wanted("anchor0"))
+    record("anchor0", time_ms([&] {
+             BENCH_OK(cuda::anchor_prefill(*plan, qb, kv, params, pooling, rows, AnchorOutput::kDense, nullptr, result, ws,
+                                           nullptr));
+           }, opt.reps, flush, flush_bytes),
+           dense_flops + pool_flops, true);
+  if (wanted("anchor"))
+    record("anchor", time_ms([&] {
+             BENCH_OK(cuda::anchor_prefill(*plan, qb, kv, params, pooling, rows, AnchorOutput::kSparse, nullptr, result,
+                                           ws, nullptr));
+           }, opt.reps, flush, flush_bytes),
+           lse_flops + pool_flops + reuse_flops, true);
+  if (wanted("reuse"))
+    record("reuse", time_ms([&] {
+             BENCH_OK(cuda::sparse_prefill(*plan, qb, kv, params, rows, nullptr, result, ws, nullptr));
+           }, opt.reps, flush, flush_bytes),
+           reuse_flops, false);
   auto errors = cuda::read_prefill_errors(*plan, ws, nullptr);
   BENCH_OK(errors.status());
   if (*errors != 0) {

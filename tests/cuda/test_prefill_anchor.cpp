@@ -119,6 +119,11 @@ TEST(AnchorPrefill, WarpSpecializedLayerZeroDenseOutput) {
   expect_layer_zero_matches(PrefillVariant::kWarpSpecialized);
 }
 
+TEST(AnchorPrefill, WarpSpecializedTmaLayerZeroDenseOutput) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecializedTma);
+  expect_layer_zero_matches(PrefillVariant::kWarpSpecializedTma);
+}
+
 void expect_sparse_anchor_matches(bool permuted, PrefillVariant variant);
 
 TEST(AnchorPrefill, SparseOutputOverFreshRows) {
@@ -233,6 +238,11 @@ TEST(AnchorPrefill, WgmmaTileAlignedChunksEqualOneShot) {
 TEST(AnchorPrefill, WarpSpecializedTileAlignedChunksEqualOneShot) {
   KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecialized);
   expect_chunks_equal_one_shot(PrefillVariant::kWarpSpecialized);
+}
+
+TEST(AnchorPrefill, WarpSpecializedTmaTileAlignedChunksEqualOneShot) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecializedTma);
+  expect_chunks_equal_one_shot(PrefillVariant::kWarpSpecializedTma);
 }
 
 }  // namespace

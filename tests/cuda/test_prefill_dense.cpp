@@ -7,7 +7,8 @@
 // guards; the device error word must stay clear. Chunked prefill in tile multiples must equal the
 // one-shot call bit for bit. Every check runs for each kernel family a plan can select
 // (testing::PrefillVariant): mma.sync, wgmma (PrefillPlanOptions::wgmma) and the warp-specialised
-// sm_90a mainloop (PrefillPlanOptions::warp_specialized); the sm_90a ones skip off Hopper.
+// sm_90a mainloop (PrefillPlanOptions::warp_specialized) with its cp.async or TMA K/V producer
+// (PrefillPlanOptions::ws_tma); the sm_90a ones skip off Hopper.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -115,13 +116,27 @@ TEST(DensePrefillReference, RecomputationMatchesSrcRefAndRejectsPerturbation) {
   EXPECT_FALSE(testing::check_prefill_attention(p, r, o, lse));
 }
 
+std::string variant_param_name(const ::testing::TestParamInfo<PrefillVariant>& info) {
+  switch (info.param) {
+    case PrefillVariant::kMma:
+      return "mma";
+    case PrefillVariant::kWgmma:
+      return "wgmma";
+    case PrefillVariant::kWarpSpecialized:
+      return "ws";
+    case PrefillVariant::kWarpSpecializedTma:
+      return "ws_tma";
+  }
+  return "unknown";
+}
+
 // (shape configuration, kernel variant)
 using DenseParam = std::tuple<testing::PrefillConfig, PrefillVariant>;
 
 std::string dense_param_name(const ::testing::TestParamInfo<DenseParam>& info) {
   const PrefillVariant variant = std::get<1>(info.param);
   const std::string shape = testing::prefill_config_name({std::get<0>(info.param), info.index});
-  return shape + (variant == PrefillVariant::kMma ? "_mma" : variant == PrefillVariant::kWgmma ? "_wgmma" : "_ws");
+  return shape + "_" + variant_param_name({variant, 0});
 }
 
 class DensePrefillTest : public ::testing::TestWithParam<DenseParam> {
@@ -161,7 +176,8 @@ TEST_P(DensePrefillTest, LsePassMatchesReference) {
 }
 
 // g = 1, 2, 3, 4, 8; paged with pages of 16, 32, 64 (per-key block-table lookups in the
-// warp-specialised producer) and 128 (one lookup per 128-key tile), and contiguous (page 0).
+// warp-specialised producer) and 128 / 256 (one lookup per 128-key tile; TMA tiles in the ws_tma
+// variant), and contiguous (page 0: one page per sequence; TMA tiles in the ws_tma variant).
 INSTANTIATE_TEST_SUITE_P(
     Shapes, DensePrefillTest,
     ::testing::Combine(::testing::Values(testing::PrefillConfig{DType::kF16, 8, 8, 128, 16},
@@ -171,16 +187,15 @@ INSTANTIATE_TEST_SUITE_P(
                                          testing::PrefillConfig{DType::kF16, 16, 2, 128, 64},
                                          testing::PrefillConfig{DType::kBF16, 8, 1, 64, 16},
                                          testing::PrefillConfig{DType::kBF16, 16, 2, 128, 128},
-                                         testing::PrefillConfig{DType::kF16, 8, 8, 64, 0}),
+                                         testing::PrefillConfig{DType::kF16, 8, 8, 64, 0},
+                                         testing::PrefillConfig{DType::kBF16, 8, 2, 128, 256}),
                        ::testing::Values(PrefillVariant::kMma, PrefillVariant::kWgmma,
-                                         PrefillVariant::kWarpSpecialized)),
+                                         PrefillVariant::kWarpSpecialized, PrefillVariant::kWarpSpecializedTma)),
     dense_param_name);
 
 class DensePrefillVariantTest : public ::testing::TestWithParam<PrefillVariant> {};
 
-std::string variant_param_name(const ::testing::TestParamInfo<PrefillVariant>& info) {
-  return info.param == PrefillVariant::kMma ? "mma" : info.param == PrefillVariant::kWgmma ? "wgmma" : "ws";
-}
+
 
 // The longest awkward length as one prompt (f16, d = 128, g = 4 contiguous; bf16, d = 64, g = 2 paged).
 TEST_P(DensePrefillVariantTest, LongPrompt4097) {
@@ -199,8 +214,10 @@ TEST_P(DensePrefillVariantTest, LongPrompt4097) {
 TEST_P(DensePrefillVariantTest, ChunkedEqualsOneShotBitForBit) {
   KC_SKIP_WITHOUT_VARIANT(GetParam());
   auto rng = testing::rng_for_test();
-  // g = 3: row blocks of 128 rows straddle queries
-  const PrefillCase c = testing::make_prefill_case(DType::kBF16, 12, 4, 128, {1000}, {1000});
+  // g = 3: row blocks of 128 rows straddle queries; 128-key pages for the TMA producer (its TMA
+  // tiles and cp.async tail tiles), 16-key pages otherwise
+  const int32_t page = GetParam() == PrefillVariant::kWarpSpecializedTma ? 128 : 16;
+  const PrefillCase c = testing::make_prefill_case(DType::kBF16, 12, 4, 128, {1000}, {1000}, page);
   const PrefillProblem p(c, rng);
   const DenseResult full = run_dense(p, GetParam());
   auto w = testing::make_prefill_workspace(p.shape(), testing::variant_options(GetParam()));
@@ -269,7 +286,7 @@ TEST_P(DensePrefillVariantTest, LengthsPastThePlanSetTheErrorWord) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, DensePrefillVariantTest,
                          ::testing::Values(PrefillVariant::kMma, PrefillVariant::kWgmma,
-                                           PrefillVariant::kWarpSpecialized),
+                                           PrefillVariant::kWarpSpecialized, PrefillVariant::kWarpSpecializedTma),
                          variant_param_name);
 
 }  // namespace

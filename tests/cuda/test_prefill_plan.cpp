@@ -2,7 +2,7 @@
 // supports_prefill refusals (dtype, head dim, group size, tile rows), the tile-slot bound the
 // anchor's waves must cover (against brute force over start offsets), the plan's layout (waves
 // cover every slot, regions aligned and disjoint, selection memory at 128K bounded by the budget
-// and far below the paper's O(n²/T) score buffer), run-time refusals of bad views (each naming
+// and far below the paper's O(n²/T) score buffer), the TMA producer's eligible K/V layouts, run-time refusals of bad views (each naming
 // the field, before any device work), and the names of the device error bits.
 #include <gtest/gtest.h>
 
@@ -15,6 +15,7 @@
 #include "cuda/prefill/prefill_errors.h"
 #include "cuda/prefill/prefill_ops.h"
 #include "cuda/prefill/prefill_shapes.h"
+#include "cuda/prefill/ws_tensor_map.h"
 
 namespace kascade::cuda {
 namespace {
@@ -152,6 +153,42 @@ TEST(PrefillPlan, LayoutKeepsWarpSpecializedAndMultiprocessors) {
   ASSERT_TRUE(reference.ok());
   EXPECT_FALSE(reference->warp_specialized);
   EXPECT_EQ(reference->workspace.total_bytes, plan->workspace.total_bytes);  // same workspace either way
+}
+
+// ws_tma follows warp_specialized (ignored without it).
+TEST(PrefillPlan, TmaProducerOnlyWithWarpSpecialization) {
+  PrefillPlanOptions options;
+  options.ws_tma = true;
+  auto plain = layout_prefill_plan(llama_shape(4096), options, 132, 1);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_FALSE(plain->ws_tma);
+  options.warp_specialized = true;
+  auto ws = layout_prefill_plan(llama_shape(4096), options, 132, 1);
+  ASSERT_TRUE(ws.ok()) << ws.status().to_string();
+  EXPECT_TRUE(ws->ws_tma);
+}
+
+// Which K/V layouts the TMA producer takes (hand-enumerated): a 128-key tile must lie in one page
+// (page size a multiple of 128, or one page per sequence), bases 16-byte aligned, head dim 64/128.
+TEST(PrefillPlan, TmaEligibleLayouts) {
+  alignas(16) static unsigned char cache[64];
+  prefill::CallArgs call;
+  call.k = cache;
+  call.v = cache;
+  call.num_kv_heads = 8;
+  call.num_pages = 100;
+  call.max_pages_per_seq = 10;
+  for (const auto& [page, pages_per_seq, head_dim, k_offset, want] :
+       {std::tuple{128, 10, 128, 0, true}, std::tuple{256, 10, 64, 0, true}, std::tuple{16, 10, 128, 0, false},
+        std::tuple{64, 10, 128, 0, false}, std::tuple{1000, 1, 128, 0, true}, std::tuple{1000, 2, 128, 0, false},
+        std::tuple{128, 10, 96, 0, false}, std::tuple{128, 10, 128, 8, false}}) {
+    SCOPED_TRACE("page " + std::to_string(page) + ", pages/seq " + std::to_string(pages_per_seq) + ", d " +
+                 std::to_string(head_dim) + ", k offset " + std::to_string(k_offset));
+    call.page_size = page;
+    call.max_pages_per_seq = pages_per_seq;
+    call.k = cache + k_offset;
+    EXPECT_EQ(prefill::ws_tma_eligible(call, head_dim), want);
+  }
 }
 
 TEST(PrefillPlan, LayoutAt128KBoundsSelectionMemory) {

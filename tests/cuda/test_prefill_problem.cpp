@@ -52,6 +52,8 @@ const char* prefill_variant_name(PrefillVariant variant) {
       return "wgmma";
     case PrefillVariant::kWarpSpecialized:
       return "warp-specialised";
+    case PrefillVariant::kWarpSpecializedTma:
+      return "warp-specialised (TMA)";
   }
   return "unknown variant";
 }
@@ -59,7 +61,9 @@ const char* prefill_variant_name(PrefillVariant variant) {
 cuda::PrefillPlanOptions variant_options(PrefillVariant variant) {
   cuda::PrefillPlanOptions options;
   options.wgmma = variant == PrefillVariant::kWgmma;
-  options.warp_specialized = variant == PrefillVariant::kWarpSpecialized;
+  options.warp_specialized =
+      variant == PrefillVariant::kWarpSpecialized || variant == PrefillVariant::kWarpSpecializedTma;
+  options.ws_tma = variant == PrefillVariant::kWarpSpecializedTma;
   return options;
 }
 

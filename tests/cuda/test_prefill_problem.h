@@ -51,7 +51,9 @@ class PrefillConfigTest : public ::testing::TestWithParam<PrefillConfig> {
 // The prefill kernel families a plan can select (PrefillPlanOptions): mma.sync (default), wgmma
 // issued synchronously, and the warp-specialised sm_90a mainloop (dense + LSE pass; the other
 // kernels of such a plan stay on mma.sync).
-enum class PrefillVariant { kMma, kWgmma, kWarpSpecialized };
+// kWarpSpecializedTma: the warp-specialised kernels with the TMA K/V producer (PrefillPlanOptions::ws_tma;
+// cp.async where the layout does not allow TMA).
+enum class PrefillVariant { kMma, kWgmma, kWarpSpecialized, kWarpSpecializedTma };
 const char* prefill_variant_name(PrefillVariant variant);
 // Options forcing `variant` (every other option at its default).
 cuda::PrefillPlanOptions variant_options(PrefillVariant variant);

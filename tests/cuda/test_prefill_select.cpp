@@ -116,12 +116,13 @@ TEST(SelectPrefill, GroupOfEightChunksManyWavesAndSplits) {
 
 // The sm_90a variants: wgmma (Q·Kᵀ of the LSE pass and the pooling on wgmma) and the
 // warp-specialised LSE pass (pooling on mma.sync); g = 4 (one m-tile per warpgroup row block) and
-// g = 8 (two), several waves and splits.
-void expect_group_of_four_and_eight(PrefillVariant variant) {
+// g = 8 (two), several waves and splits; pages of page_size keys (0: contiguous).
+void expect_group_of_four_and_eight(PrefillVariant variant, int32_t page_size = 16) {
   auto rng = testing::rng_for_test();
   for (const int32_t kv_heads : {2, 1}) {
     const PrefillProblem p(testing::make_prefill_case(kv_heads == 2 ? DType::kF16 : DType::kBF16, 8, kv_heads,
-                                                      kv_heads == 2 ? 128 : 64, {1000, 33, 129}, {1000, 1000, 129}),
+                                                      kv_heads == 2 ? 128 : 64, {1000, 33, 129}, {1000, 1000, 129},
+                                                      page_size),
                            rng);  // g = 4, then g = 8
     SelectSetup s;
     s.budget = testing::small_prefill_budget();
@@ -140,6 +141,15 @@ TEST(SelectPrefill, WgmmaPerGroupAndGroupOfEight) {
 TEST(SelectPrefill, WarpSpecializedPerGroupAndGroupOfEight) {
   KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecialized);
   expect_group_of_four_and_eight(PrefillVariant::kWarpSpecialized);
+}
+
+// The warp-specialised LSE pass with the TMA K/V producer: contiguous K/V and 128-key pages.
+TEST(SelectPrefill, WarpSpecializedTmaPerGroupAndGroupOfEight) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecializedTma);
+  for (const int32_t page_size : {0, 128}) {
+    SCOPED_TRACE("page size " + std::to_string(page_size));
+    expect_group_of_four_and_eight(PrefillVariant::kWarpSpecializedTma, page_size);
+  }
 }
 
 // kascade-pooled: one row per tile pooled over all heads (R = 1 < G: the Top-k sums the groups).

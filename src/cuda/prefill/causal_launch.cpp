@@ -7,6 +7,7 @@
 #include "cuda/common/cuda_status.h"
 #include "cuda/prefill/prefill_launch.h"
 #include "cuda/prefill/prefill_shapes.h"
+#include "cuda/prefill/ws_tensor_map.h"
 
 namespace kascade::cuda::prefill {
 
@@ -27,8 +28,14 @@ Status launch_causal_attention(const PrefillPlan& plan, CausalPass pass, Attenti
                " (row block, KV group, sequence) units; the warp-specialised kernels take at most 2^31 - 1");
   args.row_blocks = static_cast<int32_t>(row_blocks);
   const int ctas = ws_grid_ctas(units, plan.num_sms);
-  KC_CUDA_RETURN_IF_ERROR(pass == CausalPass::kDense ? launch_ws_dense_attention(type, head_dim, args, ctas, stream)
-                                                     : launch_ws_lse_attention(type, head_dim, args, ctas, stream));
+  // TMA producer when planned and the call's K/V layout allows it (else the cp.async producer).
+  WsKvMaps maps{};
+  const bool tma = plan.ws_tma && ws_tma_eligible(args.call, head_dim);
+  if (tma) KC_RETURN_IF_ERROR(encode_ws_kv_maps(args.call, head_dim, maps));
+  const WsKvMaps* const maps_arg = tma ? &maps : nullptr;
+  KC_CUDA_RETURN_IF_ERROR(pass == CausalPass::kDense
+                              ? launch_ws_dense_attention(type, head_dim, args, maps_arg, ctas, stream)
+                              : launch_ws_lse_attention(type, head_dim, args, maps_arg, ctas, stream));
   return ok_status();
 }
 

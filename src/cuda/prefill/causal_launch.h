@@ -2,7 +2,7 @@
 // (dense prefill with o, or the anchor's LSE pass without) on the kernel family the plan selects:
 // the reference kernels of attention_kernel.cuh (mma.sync or wgmma, one CTA per 128-row block) or
 // the warp-specialised sm_90a mainloop of ws_attention_kernel.cuh (persistent grid of
-// plan.num_sms CTAs). Shared by prefill_ops.cpp (dense_prefill, anchor_prefill) and
+// plan.num_sms CTAs; K/V by TMA when plan.ws_tma and the layout allows, else by cp.async). Shared by prefill_ops.cpp (dense_prefill, anchor_prefill) and
 // prefill_stages.cpp (prefill_lse). Tested through those ops (tests/cuda/test_prefill_*.cpp).
 #pragma once
 

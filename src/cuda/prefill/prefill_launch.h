@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda/prefill/prefill_params.h"
+#include "cuda/prefill/ws_tensor_map.h"
 
 namespace kascade::cuda::prefill {
 
@@ -22,10 +23,12 @@ cudaError_t launch_sparse_attention(ElementType type, int head_dim, bool wgmma, 
 
 // Warp-specialised sm_90a dense / LSE kernels (ws_attention_kernels.cu): a persistent grid of
 // `ctas` CTAs (ws_grid_ctas in prefill_shapes.h) walking args.row_blocks × G × batch units.
-cudaError_t launch_ws_dense_attention(ElementType type, int head_dim, const AttentionArgs& args, int ctas,
-                                      cudaStream_t stream);
-cudaError_t launch_ws_lse_attention(ElementType type, int head_dim, const AttentionArgs& args, int ctas,
-                                    cudaStream_t stream);
+// maps: null for the cp.async producer; else the K/V tensor maps of args.call (ws_tensor_map.h) for
+// the TMA producer.
+cudaError_t launch_ws_dense_attention(ElementType type, int head_dim, const AttentionArgs& args, const WsKvMaps* maps,
+                                      int ctas, cudaStream_t stream);
+cudaError_t launch_ws_lse_attention(ElementType type, int head_dim, const AttentionArgs& args, const WsKvMaps* maps,
+                                    int ctas, cudaStream_t stream);
 
 // Pooled scores of one wave; m_tiles = 1 (rows of a tile <= 128) or 2 (<= 256).
 cudaError_t launch_pooled_scores(ElementType type, int head_dim, int m_tiles, bool wgmma, const PoolArgs& args,

@@ -64,6 +64,7 @@ Result<PrefillPlan> layout_prefill_plan(const PrefillShape& shape, const Prefill
   plan.selection = options.selection;
   plan.wgmma = options.wgmma;
   plan.warp_specialized = options.warp_specialized;
+  plan.ws_tma = options.warp_specialized && options.ws_tma;
   plan.num_sms = num_sms;
   const int32_t group = shape.num_heads / shape.num_kv_heads;
   plan.pool_m_tiles = shape.tile_size * group <= prefill::kBlockRows ? 1 : 2;

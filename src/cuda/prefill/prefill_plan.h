@@ -47,6 +47,11 @@ struct PrefillPlanOptions {
   // 90a-real; refused (kUnsupported) otherwise. Off by default until measured on the GPU; the other
   // kernels (pooled scores, Top-k, sparse) keep the path `wgmma` selects.
   bool warp_specialized = false;
+  // With warp_specialized: the producer loads K/V tiles by TMA (cp.async.bulk.tensor, tensor maps
+  // encoded per call) whenever the call's layout allows it (contiguous K/V, or pages of a multiple
+  // of 128 keys: ws_tensor_map.h), keeping cp.async for other page sizes and for each unit's last,
+  // partial tile. Ignored without warp_specialized. Off by default until measured on the GPU.
+  bool ws_tma = false;
 };
 
 // OK when the prefill kernels are built for `shape`; otherwise a Status naming the value
@@ -68,6 +73,7 @@ struct PrefillPlan {
   bool selection = false;
   bool wgmma = false;           // Q·Kᵀ on wgmma (sm_90a)
   bool warp_specialized = false;  // dense + LSE on the warp-specialised sm_90a mainloop
+  bool ws_tma = false;            // warp_specialized with the TMA K/V producer where the layout allows
   int32_t num_sms = 1;          // multiprocessors of the planned device (persistent grids)
   int32_t tiles_in_flight = 0;  // W
   int32_t num_waves = 0;        // ceil(most tile slots a call can have / W)

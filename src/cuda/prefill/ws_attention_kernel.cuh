@@ -16,6 +16,11 @@
 //     wgmma, the async proxy) → mbarrier arrive on the slot's "full" barrier (128 arrivals). Before
 //     blocking on a slot's "empty" barrier the producer publishes everything it issued, so no
 //     consumer ever waits for a load that the producer holds back.
+//     kTma (PrefillPlanOptions::ws_tma, ws_tensor_map.h): K/V tiles lying wholly in the key list
+//     and in one page are loaded by TMA instead — thread 0 arms the slot's "full" barrier
+//     (1 arrival + the tile's bytes) and issues one cp.async.bulk.tensor box per 64 columns, which
+//     land in the same 128-byte-swizzled layout; the unit's last, partial tile (zero fill) and tiles
+//     on bad page ids go through cp.async, waited for and published by one arrival.
 //   warpgroups 1, 2 (consumers, setmaxnreg.inc to kConsumerRegs): 64 rows each. Per key tile n:
 //     S = Q·Kᵀ as wgmma.m64n128k16 from shared memory (SS), the online softmax in registers in the
 //     exp2 domain with the scale folded into one FFMA (p = 2^(s·c − m·c), c = scale·log2 e), and
@@ -41,6 +46,7 @@
 #include "cuda/prefill/prefill_device.cuh"
 #include "cuda/prefill/prefill_params.h"
 #include "cuda/prefill/ws_primitives.cuh"
+#include "cuda/prefill/ws_tensor_map.h"
 
 namespace kascade::cuda::prefill::ws {
 
@@ -48,6 +54,7 @@ constexpr uint32_t kProducerRegs = 56;
 constexpr uint32_t kConsumerRegs = 224;
 static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kWsConsumerGroups <= 65536, "register file");
 constexpr uint32_t kPingPongBarrier0 = 1;  // named barrier ids of consumer warpgroups 0 and 1
+constexpr uint32_t kProducerBarrier = 3;   // named barrier of the producer warpgroup (TMA producer)
 constexpr uint32_t kConsumerThreads = 128 * kWsConsumerGroups;
 
 // Shared memory: Q [128][D], K ring [kStages][128][D], V ring (kPV), then the mbarriers. Every tile
@@ -55,7 +62,7 @@ constexpr uint32_t kConsumerThreads = 128 * kWsConsumerGroups;
 // (setmaxnreg.inc then always finds the producer's released registers).
 template <int D, bool kPV>
 struct WsSmem {
-  static constexpr int kStages = kPV ? (D == 128 ? 2 : 4) : (D == 128 ? 4 : 6);
+  static constexpr int kStages = kPV ? (D == 128 ? 3 : 4) : (D == 128 ? 4 : 6);
   static constexpr size_t kTileBytes = size_t(kWsBlockKeys) * D * 2;
   static constexpr size_t kQBytes = size_t(kWsBlockRows) * D * 2;
   static constexpr size_t kKOffset = kQBytes;
@@ -125,15 +132,16 @@ __device__ __forceinline__ RingSlot ring_slot(int count) {
 
 // ---- producer
 
-template <typename T, int D, bool kPV>
+template <typename T, int D, bool kPV, bool kTma>
 struct Producer {
   using Smem = WsSmem<D, kPV>;
   static constexpr int kChunks = D / 8;               // 16-byte chunks per row
   static constexpr int kRowsPerPass = 128 / kChunks;  // rows covered by the warpgroup per pass
 
   const CallArgs& c;
-  uint32_t smem_base;  // shared-window address of the aligned dynamic shared memory
-  int tid;             // 0..127
+  const WsKvMaps& maps;  // kTma: the K and V tensor maps (__grid_constant__ kernel parameter)
+  uint32_t smem_base;    // shared-window address of the aligned dynamic shared memory
+  int tid;               // 0..127
   uint32_t pending = 0;  // barrier of the last load not yet published (0: none)
 
   __device__ __forceinline__ uint32_t barrier(int i) const {
@@ -223,6 +231,50 @@ struct Producer {
     }
   }
 
+  // A K or V tile into slot `tile`, published on the slot's "full" barrier `full`.
+  //   !kTma: cp.async by every thread, published one load later (publish_all_but_last; 128 arrivals).
+  //   kTma: when the tile's 128 keys are all in the key list and in one valid page, thread 0 arms
+  //     the barrier (1 arrival + the tile's bytes) and issues D/64 TMA boxes, one per 64-column
+  //     block; the copies complete the barrier. Otherwise (the unit's last, partial tile, or a bad
+  //     page id): cp.async with zero fill by every thread, waited for, fenced for the async proxy,
+  //     joined on the producer's named barrier, then thread 0's single arrival publishes it.
+  __device__ __forceinline__ void load_kv(const WsUnit& w, int n, const T* base, const CUtensorMap* map,
+                                          uint32_t tile, uint32_t full) {
+    if constexpr (kTma) {
+      const int key0 = n * kWsBlockKeys;
+      int row0 = -1;
+      if (key0 + kWsBlockKeys <= w.num_keys && key0 / c.page_size == (key0 + kWsBlockKeys - 1) / c.page_size) {
+        const int page = c.block_table[static_cast<int64_t>(w.b) * c.max_pages_per_seq + key0 / c.page_size];
+        if (page >= 0 && page < c.num_pages) row0 = page * c.page_size + key0 % c.page_size;  // < 2^31 (host)
+      }
+      if (row0 >= 0) {
+        if (tid == 0) {
+          mbarrier_arrive_expect_tx(full, static_cast<uint32_t>(Smem::kTileBytes));
+#pragma unroll
+          for (int cb = 0; cb < D / 64; ++cb) {
+            tma_load_3d(tile + static_cast<uint32_t>(cb * kWsBlockKeys * 128), map, cb * 64, w.kv_head, row0, full);
+          }
+        }
+        return;
+      }
+      load_tile(w, n, base, tile);
+      cp_async_commit();
+      cp_async_wait<0>();
+      fence_async_shared();
+      if (pending != 0) {  // the Q load (same wait) is published too
+        mbarrier_arrive(pending);
+        pending = 0;
+      }
+      named_barrier_sync(kProducerBarrier, 128);
+      if (tid == 0) mbarrier_arrive(full);
+    } else {
+      (void)map;
+      load_tile(w, n, base, tile);
+      cp_async_commit();
+      publish_all_but_last(full);
+    }
+  }
+
   __device__ void run(const AttentionArgs& args, int num_units) {
     constexpr int S = Smem::kStages;
     const T* k_base = static_cast<const T*>(c.k);
@@ -240,9 +292,8 @@ struct Producer {
       for (int n = 0; n < w.num_blocks; ++n) {
         const RingSlot ks = ring_slot<S>(k_count++);
         acquire(barrier(2 + S + ks.index), ks.parity ^ 1u);
-        load_tile(w, n, k_base, smem_base + static_cast<uint32_t>(Smem::kKOffset + ks.index * Smem::kTileBytes));
-        cp_async_commit();
-        publish_all_but_last(barrier(2 + ks.index));
+        load_kv(w, n, k_base, &maps.k, smem_base + static_cast<uint32_t>(Smem::kKOffset + ks.index * Smem::kTileBytes),
+                barrier(2 + ks.index));
         if constexpr (kPV) {
           if (n > 0) load_v(w, n - 1, v_base, v_count);
         }
@@ -256,9 +307,8 @@ struct Producer {
     constexpr int S = Smem::kStages;
     const RingSlot vs = ring_slot<S>(v_count++);
     acquire(barrier(2 + 3 * S + vs.index), vs.parity ^ 1u);
-    load_tile(w, n, v_base, smem_base + static_cast<uint32_t>(Smem::kVOffset + vs.index * Smem::kTileBytes));
-    cp_async_commit();
-    publish_all_but_last(barrier(2 + 2 * S + vs.index));
+    load_kv(w, n, v_base, &maps.v, smem_base + static_cast<uint32_t>(Smem::kVOffset + vs.index * Smem::kTileBytes),
+            barrier(2 + 2 * S + vs.index));
   }
 };
 
@@ -451,6 +501,8 @@ struct Consumer {
           fence_accumulators(s);
           release_k(ks, n == w.num_blocks - 1);
           softmax(s, n, row_pos, first_pos, alpha);
+          // (ptxas 13.0 schedules the softmax's MUFU.EX2 after this wait: P·V(n − 1) overlaps only
+          // the masking and the row max; docs/kernels/prefill.md.)
           wgmma_wait<0>();
           fence_accumulators(o);
           mbarrier_arrive(barrier(2 + 3 * S + vs.index));  // V slot free
@@ -500,8 +552,11 @@ struct Consumer {
 #endif  // KASCADE_PREFILL_HAS_WGMMA
 
 // The kernel: grid = min(units, multiprocessors) persistent CTAs of kWsThreads threads.
-template <typename T, int D, bool kPV>
-__global__ void __launch_bounds__(kWsThreads, 1) ws_attention_kernel(const AttentionArgs args) {
+// kTma: K/V tiles through TMA (maps: tensor maps of call.k / call.v, ws_tensor_map.h); else
+// cp.async (maps unused).
+template <typename T, int D, bool kPV, bool kTma>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    ws_attention_kernel(const AttentionArgs args, const __grid_constant__ WsKvMaps maps) {
 #ifdef KASCADE_PREFILL_HAS_WGMMA
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
   using Smem = WsSmem<D, kPV>;
@@ -517,9 +572,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) ws_attention_kernel(const Atten
     mbarrier_init(bars + 0, 128);               // q_full: the producer's threads
     mbarrier_init(bars + 8, kConsumerThreads);  // q_empty: every consumer thread
     for (int i = 0; i < S; ++i) {
-      mbarrier_init(bars + 8u * (2 + i), 128);                     // k_full
+      mbarrier_init(bars + 8u * (2 + i), kTma ? 1 : 128);          // k_full
       mbarrier_init(bars + 8u * (2 + S + i), kConsumerThreads);    // k_empty
-      mbarrier_init(bars + 8u * (2 + 2 * S + i), 128);             // v_full
+      mbarrier_init(bars + 8u * (2 + 2 * S + i), kTma ? 1 : 128);  // v_full
       mbarrier_init(bars + 8u * (2 + 3 * S + i), kConsumerThreads);  // v_empty
     }
   }
@@ -528,7 +583,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) ws_attention_kernel(const Atten
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
     release_registers<kProducerRegs>();
-    Producer<T, D, kPV> producer{c, smem_base, static_cast<int>(threadIdx.x)};
+    Producer<T, D, kPV, kTma> producer{c, maps, smem_base, static_cast<int>(threadIdx.x)};
     producer.run(args, num_units);
   } else {
     claim_registers<kConsumerRegs>();
@@ -538,6 +593,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) ws_attention_kernel(const Atten
     consumer.run(num_units);
   }
 #else
+  (void)maps;
   __trap();  // the host never launches this kernel without sm_90a code (ws_attention_kernels.cu)
 #endif
 }

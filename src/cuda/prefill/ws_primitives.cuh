@@ -55,6 +55,30 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
 #endif
 }
 
+// One arrival that also raises the barrier's expected transaction count by `bytes` (the bytes a
+// TMA copy completing on this barrier will deliver).
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+#ifdef KASCADE_PREFILL_HAS_WGMMA
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#else
+  __trap();
+#endif
+}
+
+// TMA: the box at coordinates (c0, c1, c2) of the 3-D tensor map `map` (a __grid_constant__ kernel
+// parameter) into shared memory at `dst`, completing `bytes` transactions on the mbarrier `bar`.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c0, int c1, int c2, uint32_t bar) {
+#ifdef KASCADE_PREFILL_HAS_WGMMA
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+#else
+  __trap();
+#endif
+}
+
 // ---- named barriers (ids 1..15; 0 is __syncthreads)
 
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
