@@ -1,11 +1,15 @@
-// src/policy/cpu_backend.cpp — CpuBackend (see cpu_backend.h): memory and delegation to src/ref
-// and the CPU selection functions. Tested by tests/unit/policy/test_cpu_backend.cpp.
+// src/policy/cpu_backend.cpp — CpuBackend (see cpu_backend.h): memory, and delegation to the fast
+// kernels (cpu_fast_attention.h, cpu_fast_select.h) or the reference ones (src/ref, cpu_select.h)
+// as CpuBackendOptions says. Tested by tests/unit/policy/test_cpu_backend.cpp and
+// test_cpu_fast_kernels.cpp.
 #include "policy/cpu_backend.h"
 
 #include <cstring>
 #include <new>
 
 #include "policy/cpu_baselines.h"
+#include "policy/cpu_fast_attention.h"
+#include "policy/cpu_fast_select.h"
 #include "policy/cpu_select.h"
 #include "ref/attention_ref.h"
 
@@ -43,27 +47,31 @@ Status CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
 
 Status CpuBackend::dense(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
                          const AttentionOutput& out) {
-  return ref::dense_attention_ref(q, kv, params, out);
+  return fast() ? policy::fast_dense_attention(q, kv, params, out) : ref::dense_attention_ref(q, kv, params, out);
 }
 
 Status CpuBackend::sparse_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
                                  const DecodeIndexRows& rows, const int32_t* head_map, const AttentionOutput& out) {
-  return ref::sparse_decode_ref(q, kv, params, rows, head_map, out);
+  return fast() ? policy::fast_sparse_decode(q, kv, params, rows, head_map, out)
+                : ref::sparse_decode_ref(q, kv, params, rows, head_map, out);
 }
 
 Status CpuBackend::sparse_prefill(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
                                   const PrefillIndexRows& rows, const int32_t* head_map, const AttentionOutput& out) {
-  return ref::sparse_prefill_ref(q, kv, params, rows, head_map, out);
+  return fast() ? policy::fast_sparse_prefill(q, kv, params, rows, head_map, out)
+                : ref::sparse_prefill_ref(q, kv, params, rows, head_map, out);
 }
 
 Status CpuBackend::select_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
                                  const ScorePooling& pooling, const int32_t* k_per_seq, const DecodeIndexRows& rows) {
-  return policy::cpu_select_decode(q, kv, params, pooling, k_per_seq, rows);
+  return fast() ? policy::fast_select_decode(q, kv, params, pooling, k_per_seq, rows)
+                : policy::cpu_select_decode(q, kv, params, pooling, k_per_seq, rows);
 }
 
 Status CpuBackend::select_prefill(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
                                   const ScorePooling& pooling, const PrefillIndexRows& rows) {
-  return policy::cpu_select_prefill(q, kv, params, pooling, rows);
+  return fast() ? policy::fast_select_prefill(q, kv, params, pooling, rows)
+                : policy::cpu_select_prefill(q, kv, params, pooling, rows);
 }
 
 Status CpuBackend::select_prefill_oracle(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
@@ -82,6 +90,8 @@ Status CpuBackend::select_lessismore_decode(const QueryBatch& q, const PagedKv& 
   return policy::cpu_select_lessismore_decode(q, kv, params, k_per_seq, num_sinks, rows);
 }
 
-std::shared_ptr<AttentionBackend> make_cpu_backend() { return std::make_shared<CpuBackend>(); }
+std::shared_ptr<AttentionBackend> make_cpu_backend(CpuBackendOptions options) {
+  return std::make_shared<CpuBackend>(options);
+}
 
 }  // namespace kascade

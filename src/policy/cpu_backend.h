@@ -1,18 +1,34 @@
 // src/policy/cpu_backend.h — the CPU implementation of AttentionBackend (kascade/backend.h):
-// host memory (64-byte aligned allocations, memcpy copies), attention through the src/ref
-// reference ops, score-based selection in cpu_select.h, Quest / LessIsMore selection in
-// cpu_baselines.h. It supports every op, the prefill oracle included.
-// Tested by tests/unit/policy/test_cpu_backend.cpp.
+// host memory (64-byte aligned allocations, memcpy copies). Attention (dense, sparse decode, sparse
+// prefill) and score-based selection (select_decode, select_prefill) run on the fast, blocked,
+// multithreaded kernels of cpu_fast_attention.h / cpu_fast_select.h by default; CpuBackendOptions
+// selects the reference kernels instead (src/ref and cpu_select.h's reference loops), the oracle
+// every fast kernel is tested against. The prefill oracle (cpu_select.h) and Quest / LessIsMore
+// (cpu_baselines.h) always run the reference code. It supports every op.
+// Tested by tests/unit/policy/test_cpu_backend.cpp and test_cpu_fast_kernels.cpp.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "kascade/backend.h"
 
 namespace kascade {
 
+// Which arithmetic the CPU backend runs.
+enum class CpuKernels : uint8_t {
+  kFast = 0,       // cpu_fast_attention.h / cpu_fast_select.h: GEMM-shaped tiles, OpenMP threads
+  kReference = 1,  // src/ref (and cpu_select.h's reference selection): simple, the tests' oracle
+};
+
+struct CpuBackendOptions {
+  CpuKernels kernels = CpuKernels::kFast;
+};
+
 class CpuBackend final : public AttentionBackend {
  public:
+  explicit CpuBackend(CpuBackendOptions options = {}) : options_(options) {}
+  const CpuBackendOptions& options() const { return options_; }
   const char* name() const override { return "cpu"; }
   Status supports(BackendOp op, const AttentionShape& shape) const override;
 
@@ -37,8 +53,12 @@ class CpuBackend final : public AttentionBackend {
                              const DecodeIndexRows& rows) override;
   Status select_lessismore_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
                                   const int32_t* k_per_seq, int32_t num_sinks, const DecodeIndexRows& rows) override;
+
+ private:
+  bool fast() const { return options_.kernels == CpuKernels::kFast; }
+  CpuBackendOptions options_;
 };
 
-std::shared_ptr<AttentionBackend> make_cpu_backend();
+std::shared_ptr<AttentionBackend> make_cpu_backend(CpuBackendOptions options = {});
 
 }  // namespace kascade

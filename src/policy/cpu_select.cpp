@@ -22,30 +22,6 @@ ref::PoolingSpec to_ref(const ScorePooling& pooling) {
   return spec;
 }
 
-// Checks the CSR layout of prefill rows against the call: pointers, batch, the tile slots of every
-// sequence (t_first..t_last), monotone offsets.
-Status check_prefill_rows(const QueryBatch& q, const PagedKv& kv, const PrefillIndexRows& rows, int32_t num_rows,
-                          const char* op) {
-  KC_CHECK_ARG(rows.indices != nullptr && rows.row_offsets != nullptr && rows.tile_base != nullptr, op,
-               ": rows.indices, rows.row_offsets and rows.tile_base must be non-null");
-  KC_CHECK_ARG(rows.batch == q.batch, op, ": rows.batch is ", rows.batch, "; the call has ", q.batch, " sequences");
-  KC_CHECK_ARG(rows.num_rows == num_rows, op, ": rows.num_rows is ", rows.num_rows, "; expected ", num_rows);
-  KC_CHECK_ARG(rows.tile_size >= 1, op, ": rows.tile_size is ", rows.tile_size, "; expected >= 1");
-  KC_CHECK_ARG(rows.tile_base[0] == 0, op, ": rows.tile_base[0] is ", rows.tile_base[0], "; expected 0");
-  for (int32_t b = 0; b < q.batch; ++b) {
-    const ref::CallTiles tiles = ref::call_tiles(ref::q_len(q, b), kv.kv_lens[b], rows.tile_size);
-    const int64_t slots = rows.tile_base[b + 1] - rows.tile_base[b];
-    KC_CHECK_ARG(slots == tiles.count, op, ": sequence ", b, " has ", slots, " tile slots in rows.tile_base; its ",
-                 ref::q_len(q, b), " queries touch ", tiles.count, " tiles");
-  }
-  const int64_t total_rows = static_cast<int64_t>(rows.tile_base[q.batch]) * num_rows;
-  KC_CHECK_ARG(rows.row_offsets[0] == 0, op, ": rows.row_offsets[0] is ", rows.row_offsets[0], "; expected 0");
-  for (int64_t r = 0; r < total_rows; ++r) {
-    KC_CHECK_ARG(rows.row_offsets[r + 1] >= rows.row_offsets[r], op, ": rows.row_offsets decreases at row ", r);
-  }
-  return ok_status();
-}
-
 void fill_iota(int32_t* out, int64_t n) { std::iota(out, out + n, 0); }
 
 }  // namespace
@@ -72,6 +48,30 @@ Status check_decode_rows(const DecodeIndexRows& rows, int32_t batch, int32_t num
 Status check_pooling(const ScorePooling& pooling, int32_t num_heads, const char* op) {
   KC_CHECK_ARG(pooling.num_rows >= 1 && num_heads % pooling.num_rows == 0, op, ": pooling.num_rows is ",
                pooling.num_rows, "; it must divide the ", num_heads, " query heads");
+  return ok_status();
+}
+
+// (cpu_select.h) Checks the CSR layout of prefill rows against the call: pointers, batch, the tile slots of every
+// sequence (t_first..t_last), monotone offsets.
+Status check_prefill_rows(const QueryBatch& q, const PagedKv& kv, const PrefillIndexRows& rows, int32_t num_rows,
+                          const char* op) {
+  KC_CHECK_ARG(rows.indices != nullptr && rows.row_offsets != nullptr && rows.tile_base != nullptr, op,
+               ": rows.indices, rows.row_offsets and rows.tile_base must be non-null");
+  KC_CHECK_ARG(rows.batch == q.batch, op, ": rows.batch is ", rows.batch, "; the call has ", q.batch, " sequences");
+  KC_CHECK_ARG(rows.num_rows == num_rows, op, ": rows.num_rows is ", rows.num_rows, "; expected ", num_rows);
+  KC_CHECK_ARG(rows.tile_size >= 1, op, ": rows.tile_size is ", rows.tile_size, "; expected >= 1");
+  KC_CHECK_ARG(rows.tile_base[0] == 0, op, ": rows.tile_base[0] is ", rows.tile_base[0], "; expected 0");
+  for (int32_t b = 0; b < q.batch; ++b) {
+    const ref::CallTiles tiles = ref::call_tiles(ref::q_len(q, b), kv.kv_lens[b], rows.tile_size);
+    const int64_t slots = rows.tile_base[b + 1] - rows.tile_base[b];
+    KC_CHECK_ARG(slots == tiles.count, op, ": sequence ", b, " has ", slots, " tile slots in rows.tile_base; its ",
+                 ref::q_len(q, b), " queries touch ", tiles.count, " tiles");
+  }
+  const int64_t total_rows = static_cast<int64_t>(rows.tile_base[q.batch]) * num_rows;
+  KC_CHECK_ARG(rows.row_offsets[0] == 0, op, ": rows.row_offsets[0] is ", rows.row_offsets[0], "; expected 0");
+  for (int64_t r = 0; r < total_rows; ++r) {
+    KC_CHECK_ARG(rows.row_offsets[r + 1] >= rows.row_offsets[r], op, ": rows.row_offsets decreases at row ", r);
+  }
   return ok_status();
 }
 

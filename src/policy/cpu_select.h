@@ -20,6 +20,10 @@ namespace kascade::policy {
 Status check_decode_inputs(const QueryBatch& q, const PagedKv& kv, const char* op);
 // rows: non-null pointers, rows.batch == batch, rows.num_rows == num_rows, k_max >= 0.
 Status check_decode_rows(const DecodeIndexRows& rows, int32_t batch, int32_t num_rows, const char* op);
+// Prefill rows against the call: non-null pointers, rows.batch, rows.num_rows == num_rows,
+// tile_size >= 1, one tile slot per tile each sequence's queries touch, monotone offsets.
+Status check_prefill_rows(const QueryBatch& q, const PagedKv& kv, const PrefillIndexRows& rows, int32_t num_rows,
+                          const char* op);
 // pooling.num_rows >= 1 and divides H.
 Status check_pooling(const ScorePooling& pooling, int32_t num_heads, const char* op);
 

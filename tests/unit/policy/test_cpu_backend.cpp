@@ -4,7 +4,8 @@
 //     against a full sort of the pooled scores (ties to the lower index), -1 padding, row_lens;
 //   - select_prefill against a full sort of each tile's pooled scores, and the saturated tile
 //     (k_t = s_t) selecting every candidate;
-//   - anchor_decode / anchor_prefill (default composition) equal select + dense / sparse;
+//   - anchor_decode / anchor_prefill (default composition) equal select + dense / sparse, with the
+//     fast and with the reference kernels;
 //   - bad requests (more indices than candidates, k_max too small, wrong row layout, several
 //     queries in decode selection) refused with a Status naming the problem.
 #include <gtest/gtest.h>
@@ -166,36 +167,39 @@ TEST(CpuBackend, SelectPrefillIsExactTopKOfEachTilesPooledScores) {
 TEST(CpuBackend, AnchorOpsComposeSelectionAndOutput) {
   auto rng = rng_for_test();
   const Problem problem(rng, one_layer(), kLens);
-  CpuBackend backend;
-  AttentionParams params;
-  params.scale = problem.scale();
-  const Call call = problem.decode_last();
-  std::vector<int32_t> k(static_cast<size_t>(call.batch()));
-  for (int32_t b = 0; b < call.batch(); ++b) k[b] = std::min(call.kv_lens[b], 9);
-  const size_t out_size = static_cast<size_t>(call.total_q) * 8 * 32;
-  for (AnchorOutput mode : {AnchorOutput::kDense, AnchorOutput::kSparse}) {
-    std::vector<int32_t> indices(static_cast<size_t>(call.batch()) * 2 * 9), lens(static_cast<size_t>(call.batch()) * 2);
-    DecodeIndexRows rows;
-    rows.indices = indices.data();
-    rows.row_lens = lens.data();
-    rows.batch = call.batch();
-    rows.num_rows = 2;
-    rows.k_max = 9;
-    std::vector<float> fused(out_size), composed(out_size);
-    AttentionOutput out;
-    out.o = fused.data();
-    ScorePooling pooling;
-    pooling.num_rows = 2;
-    ASSERT_TRUE(backend.anchor_decode(problem.queries(call, 0), problem.kv(call, 0), params, pooling, k.data(), rows,
-                                      mode, nullptr, out)
-                    .ok());
-    out.o = composed.data();
-    const Status status = mode == AnchorOutput::kDense
-                              ? ref::dense_attention_ref(problem.queries(call, 0), problem.kv(call, 0), params, out)
-                              : ref::sparse_decode_ref(problem.queries(call, 0), problem.kv(call, 0), params, rows,
-                                                       nullptr, out);
-    ASSERT_TRUE(status.ok());
-    EXPECT_EQ(fused, composed);
+  for (CpuKernels kernels : {CpuKernels::kFast, CpuKernels::kReference}) {
+    SCOPED_TRACE(kernels == CpuKernels::kFast ? "fast kernels" : "reference kernels");
+    CpuBackend backend(CpuBackendOptions{kernels});
+    AttentionParams params;
+    params.scale = problem.scale();
+    const Call call = problem.decode_last();
+    std::vector<int32_t> k(static_cast<size_t>(call.batch()));
+    for (int32_t b = 0; b < call.batch(); ++b) k[b] = std::min(call.kv_lens[b], 9);
+    const size_t out_size = static_cast<size_t>(call.total_q) * 8 * 32;
+    for (AnchorOutput mode : {AnchorOutput::kDense, AnchorOutput::kSparse}) {
+      std::vector<int32_t> indices(static_cast<size_t>(call.batch()) * 2 * 9), lens(static_cast<size_t>(call.batch()) * 2);
+      DecodeIndexRows rows;
+      rows.indices = indices.data();
+      rows.row_lens = lens.data();
+      rows.batch = call.batch();
+      rows.num_rows = 2;
+      rows.k_max = 9;
+      std::vector<float> fused(out_size), composed(out_size);
+      AttentionOutput out;
+      out.o = fused.data();
+      ScorePooling pooling;
+      pooling.num_rows = 2;
+      ASSERT_TRUE(backend.anchor_decode(problem.queries(call, 0), problem.kv(call, 0), params, pooling, k.data(), rows,
+                                        mode, nullptr, out)
+                      .ok());
+      out.o = composed.data();
+      const Status status = mode == AnchorOutput::kDense
+                                ? backend.dense(problem.queries(call, 0), problem.kv(call, 0), params, out)
+                                : backend.sparse_decode(problem.queries(call, 0), problem.kv(call, 0), params, rows,
+                                                        nullptr, out);
+      ASSERT_TRUE(status.ok());
+      EXPECT_EQ(fused, composed);
+    }
   }
 }
 

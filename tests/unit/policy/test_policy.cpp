@@ -372,7 +372,9 @@ TEST(KascadePolicy, ReuseGroupReadsTheAnchorRowOfItsHeadMap) {
         }
         ASSERT_TRUE(status.ok()) << status.to_string();
       }
-      EXPECT_EQ(run.o[static_cast<size_t>(layer)], o_map) << "layer " << layer;
+      // The policy's backend runs the fast kernels; o_map comes from src/ref over the same rows.
+      EXPECT_TRUE(all_close(run.o[static_cast<size_t>(layer)], o_map, {static_cast<int64_t>(o_map.size())}, {1e-5, 1e-4}))
+          << "layer " << layer;
       EXPECT_NE(o_map, o_identity) << "layer " << layer << ": the map must matter for this test to mean anything";
     }
   }
