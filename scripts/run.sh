@@ -2,13 +2,16 @@
 # scripts/run.sh — the main job: sets everything up, builds kascade (CPU backend) and runs
 # `kascade generate` on the bundled model, models/kascade-tiny, with Kascade attention.
 #
-# Honest state (2026-12-02): kascade-tiny's architecture, config and trained tokenizer ship in the
-# repository, but its weights are not trained yet (docs/model.md holds the recipe). Until they are,
-# this job runs the model with --dummy-weights (seeded random weights of the right shapes), so the
-# generated text is meaningless: what it shows is the whole pipeline working on the CPU — tokenizer,
-# chat template, chunked prefill over a ~6K-token prompt, Kascade attention (anchors 0,2,6 with
-# identity head maps, 10 % Top-k) and decode — and the closing report (prefill and decode tokens/s,
-# fraction of keys attended by anchor and reuse layers).
+# What it runs: an evaluation-split sample of the task suite (`kascade tasks`: a needle hidden in
+# ~4K tokens of Persuasion, a split the model never trained on), answered by kascade-tiny with Kascade
+# attention: calibrated anchors and head maps from models/kascade-tiny/kascade_calibration.json when
+# the file is there (otherwise anchors 0,2,6 with identity head maps), 10 % Top-k. It prints the
+# prefill progress, the answer, the expected answer, and the closing report (prefill and decode
+# tokens/s, fraction of keys attended by anchor and reuse layers).
+# Honest state (2026-12-02): the weights are a partly trained checkpoint (docs/model.md, chunks 1-2
+# of 4): good at needle retrieval up to 8K, not yet at variable tracking or multi-hop questions.
+# Without weights in the folder (e.g. a checkout without them) it falls back to --dummy-weights,
+# which only shows the pipeline working.
 #   Extra arguments are passed to `kascade generate` (e.g. --attention dense).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,14 +22,21 @@ cmake --build "$build_dir" -j"$(nproc)" --target kascade_cli
 model=models/kascade-tiny
 weights=()
 ls "$model"/*.safetensors >/dev/null 2>&1 || weights=(--dummy-weights --dummy-seed 7)
-prompt_file=$(mktemp)
-trap 'rm -f "$prompt_file"' EXIT
-{
-  for i in $(seq 1 120); do
-    echo "Line $i of the log: the reactor in sector $((i % 7)) reported a nominal temperature of $((300 + i)) kelvin."
-  done
-  echo "The secret code word is PERIWINKLE."
-  echo "Question: what is the secret code word?"
-} >"$prompt_file"
-"$build_dir"/tools/kascade generate --model "$model" "${weights[@]}" --prompt-file "$prompt_file" --chat \
-  --attention kascade --anchors 0,2,6 --topk-fraction 0.1 --max-new-tokens 24 "$@"
+attention=(--attention kascade --topk-fraction 0.1)
+if [ -f "$model/kascade_calibration.json" ]; then
+  attention+=(--calibration "$model/kascade_calibration.json")
+else
+  attention+=(--anchors 0,2,6)
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$build_dir"/tools/kascade tasks --split eval --tasks "${TASK:-niah_multikey_1}" --lengths "${LENGTH:-4k}" \
+  --samples 1 --seed "${SEED:-1}" --tokenizer "$model" --out "$work/sample.jsonl"
+python3 - "$work" <<'PY'
+import json, sys
+sample = json.loads(open(sys.argv[1] + "/sample.jsonl").readline())
+open(sys.argv[1] + "/prompt.txt", "w").write(sample["prompt"])
+print("task", sample["task"], "| expected answer:", ", ".join(sample["answers"]))
+PY
+"$build_dir"/tools/kascade generate --model "$model" "${weights[@]}" --prompt-file "$work/prompt.txt" \
+  "${attention[@]}" --max-new-tokens 24 "$@"

@@ -37,6 +37,7 @@
 #include "kascade/tokenizer.h"
 #include "python_script.h"
 #include "runtime/calibration_collector.h"
+#include "runtime_flags.h"
 #include "status_line.h"
 
 namespace kascade::tools {
@@ -131,10 +132,6 @@ Result<std::vector<int32_t>> fit_counts(const std::vector<int32_t>& counts, int3
   }
   KC_CHECK_ARG(!kept.empty(), "--anchors: no anchor count fits a model of ", num_layers, " layers");
   return kept;
-}
-
-fs::path model_dir_of(const std::string& model) {
-  return fs::is_directory(model) ? fs::path(model) : fs::path(model).parent_path();
 }
 
 std::string default_model_name(const std::string& model) {

@@ -43,7 +43,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kDefaultCalibration = "kascade_calibration.json";
 
 struct Args {
   RuntimeFlags runtime;
@@ -91,10 +90,6 @@ Result<std::vector<int32_t>> parse_int_list(const std::string& text, const char*
   return out;
 }
 
-fs::path model_dir_of(const std::string& model) {
-  return fs::is_directory(model) ? fs::path(model) : fs::path(model).parent_path();
-}
-
 // The policies with their attention options; the kascade variants get the anchors (--anchors), the
 // calibration file (--calibration, else the model directory's default file), or a clear refusal.
 Result<std::vector<eval::EvalPolicy>> make_policies(const Args& a, std::string* schedule_note) {
@@ -107,7 +102,8 @@ Result<std::vector<eval::EvalPolicy>> make_policies(const Args& a, std::string* 
   KC_CHECK_ARG(a.anchors.empty() || a.num_anchors == 0,
                "--num-anchors picks an anchor set of a calibration file; "
                "it does not apply to --anchors");
-  const fs::path default_file = model_dir_of(a.runtime.model) / kDefaultCalibration;
+  const std::string default_file = default_calibration_file(a.runtime.model);
+  const std::string expected_file = (model_dir_of(a.runtime.model) / "kascade_calibration.json").string();
   std::string calibration = a.calibration;
   std::vector<eval::EvalPolicy> policies;
   for (const std::string& name : names) {
@@ -122,11 +118,11 @@ Result<std::vector<eval::EvalPolicy>> make_policies(const Args& a, std::string* 
         p.attention.anchors = anchors;
         *schedule_note = "anchors " + a.anchors + " (identity head map)";
       } else {
-        if (calibration.empty() && fs::exists(default_file)) calibration = default_file.string();
+        if (calibration.empty()) calibration = default_file;
         if (calibration.empty())
           return invalid_argument("policy '", name, "' needs anchor layers: no --calibration was given and ",
-                                  default_file.string(), " does not exist; make it with `kascade calibrate --model ",
-                                  a.runtime.model, " --out ", default_file.string(),
+                                  expected_file, " does not exist; make it with `kascade calibrate --model ",
+                                  a.runtime.model, " --out ", expected_file,
                                   "`, or pass --calibration FILE, or --anchors 0,L1,L2,... (identity head map)");
         p.attention.calibration_file = calibration;
         p.attention.num_anchors = a.num_anchors;

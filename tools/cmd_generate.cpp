@@ -33,6 +33,7 @@
 #include "commands.h"
 #include "kascade/runtime.h"
 #include "kascade/tokenizer.h"
+#include "policy/policy_program.h"
 #include "runtime/report.h"
 #include "runtime_flags.h"
 
@@ -193,6 +194,9 @@ Status run(const Args& a) {
   KC_ASSIGN_OR_RETURN(RuntimeOptions o, to_runtime_options(a.runtime, &a.budget));
   o.attention.policy = a.attention;
   o.attention.calibration_file = a.calibration;
+  if (a.calibration.empty() && a.anchors.empty() && policy::policy_uses_schedule(a.attention)) {
+    o.attention.calibration_file = default_calibration_file(a.runtime.model);
+  }
   o.attention.num_anchors = a.num_anchors;
   if (!a.anchors.empty()) {
     KC_ASSIGN_OR_RETURN(o.attention.anchors, parse_int_list(a.anchors, "--anchors"));
@@ -329,7 +333,7 @@ int run_generate(int argc, char** argv) {
   app.add_option("--attention", a.attention,
                  "dense | kascade | kascade-pooled | kascade-noremap | kascade-decode | oracle | streaming | quest | "
                  "omnikv | lessismore");
-  app.add_option("--calibration", a.calibration, "calibration file (kascade calibrate) for the kascade policies");
+  app.add_option("--calibration", a.calibration, "calibration file (kascade calibrate) for the kascade policies (default: <model dir>/kascade_calibration.json)");
   app.add_option("--num-anchors", a.num_anchors, "anchor count to use from the calibration file (default: its own)");
   app.add_option("--anchors", a.anchors, "anchor layers, e.g. 0,2,8, with an identity head map (no calibration)");
   app.add_option("--page-size", a.page_size, "KV cache page size (power of two)")->check(CLI::PositiveNumber);

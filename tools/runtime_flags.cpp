@@ -45,4 +45,14 @@ Result<RuntimeOptions> to_runtime_options(const RuntimeFlags& f, const BudgetFla
   return o;
 }
 
+std::filesystem::path model_dir_of(const std::string& model) {
+  namespace fs = std::filesystem;
+  return fs::is_directory(model) ? fs::path(model) : fs::path(model).parent_path();
+}
+
+std::string default_calibration_file(const std::string& model) {
+  const std::filesystem::path file = model_dir_of(model) / "kascade_calibration.json";
+  return std::filesystem::exists(file) ? file.string() : std::string();
+}
+
 }  // namespace kascade::tools

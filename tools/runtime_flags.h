@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 #include "kascade/runtime.h"
@@ -39,6 +40,12 @@ struct BudgetFlags {
 void add_runtime_flags(CLI::App& app, RuntimeFlags& flags);
 // --topk-fraction, --k-min, --tile.
 void add_budget_flags(CLI::App& app, BudgetFlags& flags);
+
+// The directory of a model given as a directory or as its config.json.
+std::filesystem::path model_dir_of(const std::string& model);
+// The calibration file the kascade policies use when neither --calibration nor --anchors is given:
+// <model dir>/kascade_calibration.json if it exists, else "" (the policy then asks for one).
+std::string default_calibration_file(const std::string& model);
 
 // RuntimeOptions from the flags (attention policy left at its default; the budget when given).
 Result<RuntimeOptions> to_runtime_options(const RuntimeFlags& flags, const BudgetFlags* budget);

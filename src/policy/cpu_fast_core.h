@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kascade/attention.h"
+#include "ref/attention_core.h"
 
 namespace kascade::policy::fast {
 
@@ -42,17 +43,9 @@ void gather_rows(const void* base, const PagedKv& kv, int32_t b, int32_t g, cons
 void block_logits(const float* q, int32_t rows, const float* k, int32_t count, int32_t d, float scale, float* logits,
                   int32_t ld);
 
-// One unit of attention work, as src/ref's AttendTask: `num_rows` query-head rows of sequence b
-// reading KV head `kv_group`; row r attends the first limits[r] keys of the list.
-struct FastAttendTask {
-  int32_t b = 0;
-  int32_t kv_group = 0;
-  const int32_t* positions = nullptr;  // [num_keys] key positions, or null for 0 .. num_keys-1
-  int64_t num_keys = 0;
-  int32_t num_rows = 0;
-  const float* q = nullptr;            // [num_rows, head_dim] fp32 query rows
-  const int64_t* limits = nullptr;     // [num_rows], 0 <= limits[r] <= num_keys
-};
+// One unit of attention work: src/ref's AttendTask (`num_rows` query-head rows of sequence b
+// reading KV head `kv_group`; row r attends the first limits[r] keys of the list).
+using FastAttendTask = ref::detail::AttendTask;
 
 // Reused scratch of one thread (grown on demand, never shrunk within a call).
 struct FastScratch {

@@ -13,8 +13,10 @@
 #include "policy/cpu_fast_attention.h"
 #include "policy/cpu_fast_core.h"
 #include "policy/cpu_select.h"
+#include "ref/attention_blocks.h"
 #include "ref/convert_rows.h"
 #include "ref/index_rows.h"
+#include "ref/topk_ref.h"
 #include "ref/views.h"
 
 namespace kascade::policy {
@@ -104,17 +106,8 @@ Status run_jobs(int64_t count, int64_t work, const std::function<Status(int64_t,
 }  // namespace
 
 Status fast_topk(const float* scores, int64_t n, int64_t k, int32_t* out, std::vector<float>& scratch) {
-  KC_CHECK_ARG(n >= 0, "n is ", n, "; expected >= 0");
-  KC_CHECK_ARG(n <= static_cast<int64_t>(std::numeric_limits<int32_t>::max()) + 1, "n is ", n,
-               "; indices are int32, so n must not exceed 2^31");
-  KC_CHECK_ARG(k >= 0, "k is ", k, "; expected >= 0");
-  KC_CHECK_ARG(k <= n, "k = ", k, " exceeds the number of candidates n = ", n);
+  KC_RETURN_IF_ERROR(ref::validate_topk_args(scores, n, k, out));
   if (k == 0) return ok_status();
-  KC_CHECK_ARG(scores != nullptr, "scores is null");
-  KC_CHECK_ARG(out != nullptr, "out is null");
-  for (int64_t i = 0; i < n; ++i) {
-    KC_CHECK_ARG(!std::isnan(scores[i]), "scores[", i, "] is NaN");
-  }
   if (k == n) {
     std::iota(out, out + n, 0);
     return ok_status();
@@ -139,10 +132,7 @@ Status fast_topk(const float* scores, int64_t n, int64_t k, int32_t* out, std::v
 Status fast_select_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
                           const ScorePooling& pooling, const int32_t* k_per_seq, const DecodeIndexRows& rows) {
   constexpr const char* kOp = "select_decode";
-  KC_RETURN_IF_ERROR(check_decode_inputs(q, kv, kOp));
-  KC_RETURN_IF_ERROR(check_pooling(pooling, q.num_heads, kOp));
-  KC_RETURN_IF_ERROR(check_decode_rows(rows, q.batch, pooling.num_rows, kOp));
-  KC_CHECK_ARG(k_per_seq != nullptr, kOp, ": k_per_seq must be non-null");
+  KC_RETURN_IF_ERROR(check_select_decode_call(q, kv, pooling, k_per_seq, rows, kOp));
   KC_RETURN_IF_ERROR(ref::validate_params(params));
   const int32_t num_rows = pooling.num_rows;
   bool any_scored = false;
@@ -150,8 +140,6 @@ Status fast_select_decode(const QueryBatch& q, const PagedKv& kv, const Attentio
   for (int32_t b = 0; b < q.batch; ++b) {
     const int64_t n = kv.kv_lens[b];
     const int64_t k = k_per_seq[b];
-    KC_CHECK_ARG(k >= 0 && k <= n, kOp, ": sequence ", b, " asks for ", k, " indices out of ", n, " candidates");
-    KC_CHECK_ARG(k <= rows.k_max, kOp, ": sequence ", b, " asks for ", k, " indices; rows hold k_max = ", rows.k_max);
     any_scored = any_scored || (k > 0 && k < n);
     work += n * q.num_heads * q.head_dim;
   }
@@ -172,18 +160,9 @@ Status fast_select_decode(const QueryBatch& q, const PagedKv& kv, const Attentio
       job.num_candidates = n;
       pooled_scores(q, kv, params.scale, pooling, job, lse_all.data(), s);
     }
-    for (int32_t r = 0; r < num_rows; ++r) {
-      const int64_t row = static_cast<int64_t>(b) * num_rows + r;
-      int32_t* out = rows.indices + row * rows.k_max;
-      if (k == n) {
-        std::iota(out, out + k, 0);
-      } else if (scored) {
-        KC_RETURN_IF_ERROR(fast_topk(s.scores.data() + r * n, n, k, out, s.topk));
-      }
-      std::fill(out + k, out + rows.k_max, -1);
-      rows.row_lens[row] = static_cast<int32_t>(k);
-    }
-    return ok_status();
+    return write_decode_rows(rows, b, num_rows, k, n, [&](int32_t r, int64_t kr, int32_t* out) {
+      return fast_topk(s.scores.data() + r * n, n, kr, out, s.topk);
+    });
   });
 }
 
@@ -206,25 +185,15 @@ Status fast_select_prefill(const QueryBatch& q, const PagedKv& kv, const Attenti
   bool any_scored = false;
   for (int32_t b = 0; b < q.batch; ++b) {
     const ref::CallTiles tiles = ref::call_tiles(ref::q_len(q, b), kv.kv_lens[b], rows.tile_size);
-    const int64_t first_pos = ref::query_position(q, kv, b, 0);
-    const int64_t last_pos = static_cast<int64_t>(kv.kv_lens[b]) - 1;
     for (int64_t t = tiles.first; t < tiles.first + tiles.count; ++t) {
       const int64_t slot = rows.tile_base[b] + (t - tiles.first);
       const int64_t s_t = t * tile_size;
-      bool full = true;
-      for (int32_t r = 0; r < num_rows; ++r) {
-        const int64_t row = slot * num_rows + r;
-        const int64_t len = rows.row_offsets[row + 1] - rows.row_offsets[row];
-        KC_CHECK_ARG(len <= s_t, kOp, ": sequence ", b, " tile ", t, " row ", r, " holds ", len,
-                     " indices, more than its ", s_t, " candidates");
-        full = full && len == s_t;
-      }
+      KC_ASSIGN_OR_RETURN(const bool full, check_tile_rows_saturated(rows, b, t, slot, num_rows, s_t, kOp));
       ScoreJob job;
       job.b = b;
-      const int64_t lo = std::max(s_t, first_pos);
-      const int64_t hi = std::min(s_t + tile_size - 1, last_pos);
-      job.i0 = static_cast<int32_t>(lo - first_pos);
-      job.nq = static_cast<int32_t>(hi - lo + 1);
+      const ref::TileQueries queries = ref::tile_queries(q, kv, b, t, rows.tile_size);
+      job.i0 = queries.i0;
+      job.nq = queries.nq;
       job.num_candidates = s_t;
       job.slot = slot;
       jobs.push_back(job);
@@ -242,17 +211,9 @@ Status fast_select_prefill(const QueryBatch& q, const PagedKv& kv, const Attenti
     const ScoreJob& job = jobs[static_cast<size_t>(i)];
     const int64_t s_t = job.num_candidates;
     if (!saturated[static_cast<size_t>(i)]) pooled_scores(q, kv, params.scale, pooling, job, lse_all.data(), s);
-    for (int32_t r = 0; r < num_rows; ++r) {
-      const int64_t row = job.slot * num_rows + r;
-      const int64_t len = rows.row_offsets[row + 1] - rows.row_offsets[row];
-      int32_t* out = rows.indices + rows.row_offsets[row];
-      if (len == s_t) {
-        std::iota(out, out + len, 0);
-      } else if (len > 0) {
-        KC_RETURN_IF_ERROR(fast_topk(s.scores.data() + r * s_t, s_t, len, out, s.topk));
-      }
-    }
-    return ok_status();
+    return write_tile_rows(rows, job.slot, num_rows, s_t, [&](int32_t r, int64_t len, int32_t* out) {
+      return fast_topk(s.scores.data() + r * s_t, s_t, len, out, s.topk);
+    });
   });
 }
 

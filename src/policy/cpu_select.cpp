@@ -75,20 +75,70 @@ Status check_prefill_rows(const QueryBatch& q, const PagedKv& kv, const PrefillI
   return ok_status();
 }
 
-Status cpu_select_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
-                         const ScorePooling& pooling, const int32_t* k_per_seq, const DecodeIndexRows& rows) {
-  constexpr const char* kOp = "select_decode";
-  KC_RETURN_IF_ERROR(check_decode_inputs(q, kv, kOp));
-  KC_RETURN_IF_ERROR(check_pooling(pooling, q.num_heads, kOp));
-  KC_RETURN_IF_ERROR(check_decode_rows(rows, q.batch, pooling.num_rows, kOp));
-  KC_CHECK_ARG(k_per_seq != nullptr, kOp, ": k_per_seq must be non-null");
-  const int32_t num_rows = pooling.num_rows;
+Status check_select_decode_call(const QueryBatch& q, const PagedKv& kv, const ScorePooling& pooling,
+                                const int32_t* k_per_seq, const DecodeIndexRows& rows, const char* op) {
+  KC_RETURN_IF_ERROR(check_decode_inputs(q, kv, op));
+  KC_RETURN_IF_ERROR(check_pooling(pooling, q.num_heads, op));
+  KC_RETURN_IF_ERROR(check_decode_rows(rows, q.batch, pooling.num_rows, op));
+  KC_CHECK_ARG(k_per_seq != nullptr, op, ": k_per_seq must be non-null");
   for (int32_t b = 0; b < q.batch; ++b) {
     const int64_t n = kv.kv_lens[b];
     const int64_t k = k_per_seq[b];
-    KC_CHECK_ARG(k >= 0 && k <= n, kOp, ": sequence ", b, " asks for ", k, " indices out of ", n, " candidates");
-    KC_CHECK_ARG(k <= rows.k_max, kOp, ": sequence ", b, " asks for ", k, " indices; rows hold k_max = ", rows.k_max);
+    KC_CHECK_ARG(k >= 0 && k <= n, op, ": sequence ", b, " asks for ", k, " indices out of ", n, " candidates");
+    KC_CHECK_ARG(k <= rows.k_max, op, ": sequence ", b, " asks for ", k, " indices; rows hold k_max = ", rows.k_max);
   }
+  return ok_status();
+}
+
+Status write_decode_rows(const DecodeIndexRows& rows, int32_t b, int32_t num_rows, int64_t k, int64_t n,
+                         const RowTopK& top_k) {
+  for (int32_t r = 0; r < num_rows; ++r) {
+    const int64_t row = static_cast<int64_t>(b) * num_rows + r;
+    int32_t* out = rows.indices + row * rows.k_max;
+    if (k == n) {
+      fill_iota(out, k);
+    } else if (k > 0) {
+      KC_RETURN_IF_ERROR(top_k(r, k, out));
+    }
+    std::fill(out + k, out + rows.k_max, -1);
+    rows.row_lens[row] = static_cast<int32_t>(k);
+  }
+  return ok_status();
+}
+
+Result<bool> check_tile_rows_saturated(const PrefillIndexRows& rows, int32_t b, int64_t t, int64_t slot,
+                                       int32_t num_rows, int64_t s_t, const char* op) {
+  bool saturated = true;
+  for (int32_t r = 0; r < num_rows; ++r) {
+    const int64_t row = slot * num_rows + r;
+    const int64_t len = rows.row_offsets[row + 1] - rows.row_offsets[row];
+    KC_CHECK_ARG(len <= s_t, op, ": sequence ", b, " tile ", t, " row ", r, " holds ", len,
+                 " indices, more than its ", s_t, " candidates");
+    saturated = saturated && len == s_t;
+  }
+  return saturated;
+}
+
+Status write_tile_rows(const PrefillIndexRows& rows, int64_t slot, int32_t num_rows, int64_t s_t,
+                       const RowTopK& top_k) {
+  for (int32_t r = 0; r < num_rows; ++r) {
+    const int64_t row = slot * num_rows + r;
+    const int64_t len = rows.row_offsets[row + 1] - rows.row_offsets[row];
+    int32_t* out = rows.indices + rows.row_offsets[row];
+    if (len == s_t) {
+      fill_iota(out, len);
+    } else if (len > 0) {
+      KC_RETURN_IF_ERROR(top_k(r, len, out));
+    }
+  }
+  return ok_status();
+}
+
+Status cpu_select_decode(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                         const ScorePooling& pooling, const int32_t* k_per_seq, const DecodeIndexRows& rows) {
+  constexpr const char* kOp = "select_decode";
+  KC_RETURN_IF_ERROR(check_select_decode_call(q, kv, pooling, k_per_seq, rows, kOp));
+  const int32_t num_rows = pooling.num_rows;
   std::vector<float> scores;  // [num_rows, n] of one sequence
   for (int32_t b = 0; b < q.batch; ++b) {
     const int64_t n = kv.kv_lens[b];
@@ -99,17 +149,9 @@ Status cpu_select_decode(const QueryBatch& q, const PagedKv& kv, const Attention
       SequenceView seq(q, kv, b);
       KC_RETURN_IF_ERROR(ref::pooled_scores_decode_ref(seq.q(), seq.kv(), params, to_ref(pooling), scores.data(), n));
     }
-    for (int32_t r = 0; r < num_rows; ++r) {
-      const int64_t row = static_cast<int64_t>(b) * num_rows + r;
-      int32_t* out = rows.indices + row * rows.k_max;
-      if (saturated) {
-        fill_iota(out, k);
-      } else if (k > 0) {
-        KC_RETURN_IF_ERROR(ref::topk_select_ref(scores.data() + r * n, n, k, out));
-      }
-      std::fill(out + k, out + rows.k_max, -1);
-      rows.row_lens[row] = static_cast<int32_t>(k);
-    }
+    KC_RETURN_IF_ERROR(write_decode_rows(rows, b, num_rows, k, n, [&](int32_t r, int64_t kr, int32_t* out) {
+      return ref::topk_select_ref(scores.data() + r * n, n, kr, out);
+    }));
   }
   return ok_status();
 }
@@ -130,29 +172,15 @@ Status cpu_select_prefill(const QueryBatch& q, const PagedKv& kv, const Attentio
     for (int64_t t = tiles.first; t < tiles.first + tiles.count; ++t) {  // none when q_len is 0
       const int64_t slot = rows.tile_base[b] + (t - tiles.first);
       const int64_t s_t = t * tile_size;
-      bool saturated = true;
-      for (int32_t r = 0; r < num_rows; ++r) {
-        const int64_t row = slot * num_rows + r;
-        const int64_t len = rows.row_offsets[row + 1] - rows.row_offsets[row];
-        KC_CHECK_ARG(len <= s_t, kOp, ": sequence ", b, " tile ", t, " row ", r, " holds ", len,
-                     " indices, more than its ", s_t, " candidates");
-        saturated = saturated && len == s_t;
-      }
+      KC_ASSIGN_OR_RETURN(const bool saturated, check_tile_rows_saturated(rows, b, t, slot, num_rows, s_t, kOp));
       if (!saturated) {
         scores.assign(static_cast<size_t>(num_rows * s_t), 0.0f);
         KC_RETURN_IF_ERROR(ref::pooled_scores_prefill_tile_ref(q, kv, params, to_ref(pooling), b, t, rows.tile_size,
                                                                scores.data(), nullptr));
       }
-      for (int32_t r = 0; r < num_rows; ++r) {
-        const int64_t row = slot * num_rows + r;
-        const int64_t len = rows.row_offsets[row + 1] - rows.row_offsets[row];
-        int32_t* out = rows.indices + rows.row_offsets[row];
-        if (len == s_t) {
-          fill_iota(out, len);
-        } else if (len > 0) {
-          KC_RETURN_IF_ERROR(ref::topk_select_ref(scores.data() + r * s_t, s_t, len, out));
-        }
-      }
+      KC_RETURN_IF_ERROR(write_tile_rows(rows, slot, num_rows, s_t, [&](int32_t r, int64_t len, int32_t* out) {
+        return ref::topk_select_ref(scores.data() + r * s_t, s_t, len, out);
+      }));
     }
   }
   return ok_status();

@@ -2,7 +2,8 @@
 // rows attending prefixes of one list of keys of one KV head, with an online softmax over blocks of
 // keys (fp32 accumulation). Dense, sparse decode, sparse prefill and the lse pass of the pooled
 // scores all reduce to this: they only differ in which keys they list and how long each row's
-// prefix is. Internal to src/ref (not part of the public op interface).
+// prefix is. Internal to src/ref (not part of the public op interface); AttendTask is also the task
+// of the CPU backend's fast core (src/policy/cpu_fast_core.h).
 // Tested through the ops it serves (tests/unit/ref/test_dense_attention.cpp,
 // test_sparse_attention.cpp, test_scores_ref.cpp) against fp64 implementations in the tests.
 #pragma once

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ref/attention_blocks.h"
 #include "ref/attention_core.h"
 #include "ref/convert_rows.h"
 #include "ref/views.h"
@@ -234,10 +235,9 @@ Status pooled_scores_prefill_tile_ref(const QueryBatch& q, const PagedKv& kv, co
   KC_CHECK_ARG(tile_start == 0 || scores != nullptr, "scores is null");
   ScoreJob job;
   job.b = b;
-  const int64_t lo = std::max(tile_start, first_pos);
-  const int64_t hi = std::min(tile_start + tile_size - 1, last_pos);
-  job.i0 = static_cast<int32_t>(lo - first_pos);
-  job.nq = static_cast<int32_t>(hi - lo + 1);
+  const TileQueries queries = tile_queries(q, kv, b, tile, tile_size);
+  job.i0 = queries.i0;
+  job.nq = queries.nq;
   job.num_candidates = tile_start;
   job.scores = scores;
   job.stride = tile_start;

@@ -12,7 +12,7 @@
 
 namespace kascade::ref {
 
-Status topk_select_ref(const float* scores, int64_t n, int64_t k, int32_t* out) {
+Status validate_topk_args(const float* scores, int64_t n, int64_t k, const int32_t* out) {
   KC_CHECK_ARG(n >= 0, "n is ", n, "; expected >= 0");
   KC_CHECK_ARG(n <= static_cast<int64_t>(std::numeric_limits<int32_t>::max()) + 1, "n is ", n,
                "; indices are int32, so n must not exceed 2^31");
@@ -24,6 +24,12 @@ Status topk_select_ref(const float* scores, int64_t n, int64_t k, int32_t* out) 
   for (int64_t i = 0; i < n; ++i) {
     KC_CHECK_ARG(!std::isnan(scores[i]), "scores[", i, "] is NaN");
   }
+  return ok_status();
+}
+
+Status topk_select_ref(const float* scores, int64_t n, int64_t k, int32_t* out) {
+  KC_RETURN_IF_ERROR(validate_topk_args(scores, n, k, out));
+  if (k == 0) return ok_status();
   std::vector<int32_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   const auto before = [scores](int32_t a, int32_t b) {

@@ -12,6 +12,10 @@
 
 namespace kascade::ref {
 
+// The checks of topk_select_ref (also the CPU backend's fast Top-k): n in [0, 2^31], k in [0, n],
+// and, when k > 0, non-null pointers and no NaN score.
+Status validate_topk_args(const float* scores /* [n] */, int64_t n, int64_t k, const int32_t* out);
+
 // out: [k] int32, ascending.
 Status topk_select_ref(const float* scores /* [n] */, int64_t n, int64_t k, int32_t* out);
 

@@ -48,6 +48,31 @@ class ForwardSession {
 Status sample_host_rows(const std::vector<float>& logits, int64_t vocab, const SamplerConfig& sampler,
                         std::span<const double> uniforms, std::vector<int32_t>* tokens);
 
+// The checks every session makes of one item of a forward call: the sequence exists and appears
+// once (seen: [sequences], marked here), it brings >= 1 token (exactly 1 in decode), logits_from is
+// within the tokens, and the sequence stays within the tokens it was sized for. `who` prefixes the
+// messages ("session", "cuda session"). lengths, max_tokens: [sequences]. Inline: the CUDA session
+// uses it too.
+inline Status check_call_item(ForwardMode mode, const CallItem& item, std::vector<bool>& seen,
+                              const std::vector<int64_t>& lengths, const std::vector<int64_t>& max_tokens,
+                              const char* who) {
+  const int32_t n_seq = static_cast<int32_t>(lengths.size());
+  KC_CHECK_ARG(item.sequence >= 0 && item.sequence < n_seq, who, ": sequence ", item.sequence, " outside [0, ", n_seq,
+               ")");
+  KC_CHECK_ARG(!seen[item.sequence], who, ": sequence ", item.sequence, " appears twice in one call");
+  seen[item.sequence] = true;
+  const int64_t n = static_cast<int64_t>(item.tokens.size());
+  KC_CHECK_ARG(n >= 1, who, ": sequence ", item.sequence, " has no tokens in this call");
+  KC_CHECK_ARG(mode != ForwardMode::kDecode || n == 1, who, ": decode call with ", n, " tokens for sequence ",
+               item.sequence);
+  KC_CHECK_ARG(item.logits_from >= 0 && item.logits_from <= n, who, ": logits_from ", item.logits_from,
+               " outside [0, ", n, "]");
+  const int64_t start = lengths[item.sequence];
+  KC_CHECK_ARG(start + n <= max_tokens[item.sequence], who, ": sequence ", item.sequence, " would hold ", start + n,
+               " tokens, more than the ", max_tokens[item.sequence], " it was sized for");
+  return ok_status();
+}
+
 // Checks that each item requests at most one logit row and that there is one uniform per row;
 // returns the row count (step_sample's contract). Inline: the CUDA session uses it too.
 inline Result<int64_t> count_sampled_rows(const std::vector<CallItem>& items, size_t uniforms) {

@@ -42,19 +42,9 @@ Status Session::step(ForwardMode mode, const std::vector<CallItem>& items, std::
   std::vector<int32_t> cache_seqs, q_lens, kv_lens, tokens, cu_q_lens = {0}, logit_rows;
   std::vector<int64_t> starts, positions;
   for (const CallItem& item : items) {
-    KC_CHECK_ARG(item.sequence >= 0 && item.sequence < num_sequences(), "session: sequence ", item.sequence,
-                 " outside [0, ", num_sequences(), ")");
-    KC_CHECK_ARG(!seen[item.sequence], "session: sequence ", item.sequence, " appears twice in one call");
-    seen[item.sequence] = true;
+    KC_RETURN_IF_ERROR(check_call_item(mode, item, seen, lengths_, max_tokens_, "session"));
     const int64_t n = static_cast<int64_t>(item.tokens.size());
-    KC_CHECK_ARG(n >= 1, "session: sequence ", item.sequence, " has no tokens in this call");
-    KC_CHECK_ARG(mode != ForwardMode::kDecode || n == 1, "session: decode call with ", n, " tokens for sequence ",
-                 item.sequence);
-    KC_CHECK_ARG(item.logits_from >= 0 && item.logits_from <= n, "session: logits_from ", item.logits_from,
-                 " outside [0, ", n, "]");
     const int64_t start = lengths_[item.sequence];
-    KC_CHECK_ARG(start + n <= max_tokens_[item.sequence], "session: sequence ", item.sequence, " would hold ",
-                 start + n, " tokens, more than the ", max_tokens_[item.sequence], " it was sized for");
     KC_RETURN_IF_ERROR(cache_->reserve(cache_ids_[item.sequence], start + n));
     for (int64_t i = 0; i < n; ++i) {
       if (i >= item.logits_from) logit_rows.push_back(static_cast<int32_t>(tokens.size()));

@@ -25,17 +25,10 @@
 #include "policy/cpu_backend.h"
 #include "test_backend_support.h"
 #include "testing/harness.h"
+#include "testing/status_assertions.h"
 
 namespace kascade::testing {
 namespace {
-
-::testing::AssertionResult refused_naming(const Status& status, StatusCode code, const std::string& needle) {
-  if (status.ok()) return ::testing::AssertionFailure() << "accepted; expected a refusal naming '" << needle << "'";
-  if (status.code() != code) return ::testing::AssertionFailure() << "wrong code: " << status.to_string();
-  if (status.message().find(needle) == std::string::npos)
-    return ::testing::AssertionFailure() << "message does not name '" << needle << "': " << status.message();
-  return ::testing::AssertionSuccess();
-}
 
 // Every op the CUDA backend runs (all but the prefill oracle).
 const BackendOp kCudaOps[] = {BackendOp::kDense,         BackendOp::kSelectDecode,      BackendOp::kSparseDecode,

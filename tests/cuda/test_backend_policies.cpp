@@ -53,34 +53,9 @@ const std::vector<BackendCase>& backend_cases() {
   return cases;
 }
 
-Budget test_budget() {
-  Budget budget;
-  budget.rho_ppm = 100000;
-  budget.k_min = 16;
-  return budget;
-}
-
-// Anchors {0, 3, 5}; reuse layer l, KV group g reads anchor row (g + l) % G.
-Schedule rotating_schedule(int32_t num_kv_heads) {
-  Schedule s;
-  s.anchors = {0, 3, 5};
-  for (int32_t l = 0; l < kLayers; ++l) {
-    const bool anchor = std::binary_search(s.anchors.begin(), s.anchors.end(), l);
-    for (int32_t g = 0; g < num_kv_heads; ++g) s.head_map.push_back(anchor ? g : (g + l) % num_kv_heads);
-  }
-  return s;
-}
-
+// Kascade anchors {0, 3, 5} (rotating head maps on the reuse layers).
 PolicyConfig config_for(const BackendCase& c, const std::string& name) {
-  PolicyConfig config;
-  config.name = name;
-  config.num_layers = kLayers;
-  config.num_heads = c.num_heads;
-  config.num_kv_heads = c.num_kv_heads;
-  config.head_dim = c.head_dim;
-  config.budget = test_budget();
-  if (name.rfind("kascade", 0) == 0) config.schedule = rotating_schedule(c.num_kv_heads);
-  return config;
+  return backend_policy_config(name, kLayers, {0, 3, 5}, c.num_heads, c.num_kv_heads, c.head_dim);
 }
 
 // The head map layer `layer` reads its rows with, as sparse_key_lists takes it (empty: g·R/G).

@@ -45,6 +45,7 @@
 #include "test_backend_support.h"
 #include "test_prefill_problem.h"
 #include "testing/harness.h"
+#include "testing/status_assertions.h"
 
 namespace kascade::testing {
 namespace {
@@ -52,21 +53,6 @@ namespace {
 constexpr int32_t kLayers = 6;       // kascade anchors {0, 3}; omnikv filters {0, 2, 3}; lessismore {0, 2}
 constexpr int32_t kDecodeSteps = 3;  // after the prompt
 constexpr int32_t kTile = 32;
-
-::testing::AssertionResult refused_naming(const Status& status, StatusCode code, const std::string& needle) {
-  if (status.ok()) return ::testing::AssertionFailure() << "accepted; expected a refusal naming '" << needle << "'";
-  if (status.code() != code) return ::testing::AssertionFailure() << "wrong code: " << status.to_string();
-  if (status.message().find(needle) == std::string::npos)
-    return ::testing::AssertionFailure() << "message does not name '" << needle << "': " << status.message();
-  return ::testing::AssertionSuccess();
-}
-
-Budget test_budget() {
-  Budget budget;
-  budget.rho_ppm = 100000;
-  budget.k_min = 16;
-  return budget;
-}
 
 // ---- no GPU needed: the plan cache's limits ----
 
@@ -171,27 +157,10 @@ const std::vector<std::string>& cuda_prefill_policies() {
   return names;
 }
 
-// Anchors {0, 3}; reuse layer l, KV group g reads anchor row (g + l) % G.
-Schedule rotating_schedule(int32_t num_kv_heads) {
-  Schedule s;
-  s.anchors = {0, 3};
-  for (int32_t l = 0; l < kLayers; ++l) {
-    const bool anchor = std::binary_search(s.anchors.begin(), s.anchors.end(), l);
-    for (int32_t g = 0; g < num_kv_heads; ++g) s.head_map.push_back(anchor ? g : (g + l) % num_kv_heads);
-  }
-  return s;
-}
-
+// Kascade anchors {0, 3} (rotating head maps on the reuse layers), prefill tiles of kTile.
 PolicyConfig config_for(const ScheduleCase& c, const std::string& name) {
-  PolicyConfig config;
-  config.name = name;
-  config.num_layers = kLayers;
-  config.num_heads = c.num_heads;
-  config.num_kv_heads = c.num_kv_heads;
-  config.head_dim = c.head_dim;
-  config.budget = test_budget();
+  PolicyConfig config = backend_policy_config(name, kLayers, {0, 3}, c.num_heads, c.num_kv_heads, c.head_dim);
   config.tile_size = kTile;
-  if (name.rfind("kascade", 0) == 0) config.schedule = rotating_schedule(c.num_kv_heads);
   return config;
 }
 

@@ -8,6 +8,36 @@
 
 namespace kascade::testing {
 
+Budget test_budget() {
+  Budget budget;
+  budget.rho_ppm = 100000;
+  budget.k_min = 16;
+  return budget;
+}
+
+Schedule rotating_schedule(int32_t num_layers, const std::vector<int32_t>& anchors, int32_t num_kv_heads) {
+  Schedule s;
+  s.anchors = anchors;
+  for (int32_t l = 0; l < num_layers; ++l) {
+    const bool anchor = std::binary_search(s.anchors.begin(), s.anchors.end(), l);
+    for (int32_t g = 0; g < num_kv_heads; ++g) s.head_map.push_back(anchor ? g : (g + l) % num_kv_heads);
+  }
+  return s;
+}
+
+PolicyConfig backend_policy_config(const std::string& name, int32_t num_layers, const std::vector<int32_t>& anchors,
+                                   int32_t num_heads, int32_t num_kv_heads, int32_t head_dim) {
+  PolicyConfig config;
+  config.name = name;
+  config.num_layers = num_layers;
+  config.num_heads = num_heads;
+  config.num_kv_heads = num_kv_heads;
+  config.head_dim = head_dim;
+  config.budget = test_budget();
+  if (name.rfind("kascade", 0) == 0) config.schedule = rotating_schedule(num_layers, anchors, num_kv_heads);
+  return config;
+}
+
 std::vector<double> head_probabilities(const DecodeProblem& p, int32_t b) {
   const DecodeCase& c = p.spec();
   const int64_t n = p.kv_lens()[b];

@@ -1,5 +1,6 @@
 // tests/cuda/test_backend_support.h — what the CUDA backend tests (test_backend_ops.cpp,
-// test_backend_policies.cpp, test_backend_prefill.cpp) share: fp64 post-softmax probabilities of a
+// test_backend_policies.cpp, test_backend_prefill.cpp) share: the budget and the policy configs
+// (rotating kascade schedules) they run with, fp64 post-softmax probabilities of a
 // decode problem (the independent reference behind tie-aware row comparisons), pooled rows, row
 // extraction and structure checks, and a tie-aware equivalence of LessIsMore rows.
 // The helpers are exercised by those tests; the LessIsMore equivalence is itself checked on
@@ -9,11 +10,26 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "cuda_test_support.h"
+#include "kascade/budget.h"
+#include "kascade/policy.h"
 
 namespace kascade::testing {
+
+// The Top-k budget of the backend tests: rho = 10 %, k_min = 16.
+Budget test_budget();
+
+// Anchors `anchors` (sorted) over `num_layers` layers; reuse layer l, KV group g reads anchor row
+// (g + l) % G. head_map: [num_layers, G].
+Schedule rotating_schedule(int32_t num_layers, const std::vector<int32_t>& anchors, int32_t num_kv_heads);
+
+// Policy `name` over `num_layers` layers of H query heads, G KV heads and head dim d, with
+// test_budget(); the kascade policies get rotating_schedule(num_layers, anchors, G).
+PolicyConfig backend_policy_config(const std::string& name, int32_t num_layers, const std::vector<int32_t>& anchors,
+                                   int32_t num_heads, int32_t num_kv_heads, int32_t head_dim);
 
 // p_h[j] = softmax_j(σ q_h·k_j) over j < n = kv_len[b], in fp64 from the problem's host floats: [H, n].
 std::vector<double> head_probabilities(const DecodeProblem& p, int32_t b);

@@ -8,9 +8,12 @@
 #include "cuda/attention/dense_decode.h"
 #include "cuda/common/device_errors.h"
 #include "cuda_test_support.h"
+#include "testing/status_assertions.h"
 
 namespace kascade::cuda {
 namespace {
+
+using ::kascade::testing::refused_naming;
 
 DecodeShape llama_shape() {
   DecodeShape s;
@@ -22,14 +25,6 @@ DecodeShape llama_shape() {
   s.page_size = 16;
   s.max_seq_len = 131072;
   return s;
-}
-
-::testing::AssertionResult refused_naming(const Status& status, StatusCode code, const std::string& needle) {
-  if (status.ok()) return ::testing::AssertionFailure() << "accepted; expected a refusal naming '" << needle << "'";
-  if (status.code() != code) return ::testing::AssertionFailure() << "wrong code: " << status.to_string();
-  if (status.message().find(needle) == std::string::npos)
-    return ::testing::AssertionFailure() << "message does not name '" << needle << "': " << status.message();
-  return ::testing::AssertionSuccess();
 }
 
 TEST(SupportsDecode, AcceptsTheShapesItIsBuiltFor) {

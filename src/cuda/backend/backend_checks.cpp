@@ -11,14 +11,15 @@
 namespace kascade {
 namespace {
 
+// The heads of a model's attention shape in bf16: the dtype the support checks plan for.
+cuda::CallHeads smallest_call_heads(const AttentionShape& shape) {
+  return cuda::CallHeads{DType::kBF16, shape.num_heads, shape.num_kv_heads, shape.head_dim};
+}
+
 // The decode kernels' limits that depend on the model alone.
 Status decode_kernels_support(const AttentionShape& shape) {
   cuda::DecodeShape decode;
-  decode.dtype = DType::kBF16;
-  decode.batch = 1;
-  decode.num_heads = shape.num_heads;
-  decode.num_kv_heads = shape.num_kv_heads;
-  decode.head_dim = shape.head_dim;
+  cuda::set_plan_heads(smallest_call_heads(shape), 1, decode);
   decode.page_size = 16;
   decode.max_seq_len = 1;
   return cuda::supports_decode(decode);
@@ -28,11 +29,7 @@ Status decode_kernels_support(const AttentionShape& shape) {
 // limit of selection, T · g <= 256, depends on the rows and is checked per call).
 Status prefill_kernels_support(const AttentionShape& shape) {
   cuda::PrefillShape prefill;
-  prefill.dtype = DType::kBF16;
-  prefill.batch = 1;
-  prefill.num_heads = shape.num_heads;
-  prefill.num_kv_heads = shape.num_kv_heads;
-  prefill.head_dim = shape.head_dim;
+  cuda::set_plan_heads(smallest_call_heads(shape), 1, prefill);
   prefill.max_total_q = 1;
   prefill.max_q_len = 1;
   prefill.max_kv_len = 1;
@@ -117,6 +114,13 @@ Status check_call_views(const QueryBatch& q, const PagedKv& kv, const CudaBacken
   return ok_status();
 }
 
+// The heads supported by the kernels of `kind` (kDense: decode and prefill; kSparsePrefill: prefill).
+Status check_heads_supported(const CallHeads& heads, BackendOp kind, const char* op) {
+  Status supported = cuda_backend_supports(kind, AttentionShape{heads.num_heads, heads.num_kv_heads, heads.head_dim});
+  if (!supported.ok()) return supported.with_context(op);
+  return ok_status();
+}
+
 }  // namespace
 
 Result<DecodeKey> check_decode_call(const QueryBatch& q, const PagedKv& kv, const CudaBackendOptions& options,
@@ -125,14 +129,9 @@ Result<DecodeKey> check_decode_call(const QueryBatch& q, const PagedKv& kv, cons
   KC_CHECK_ARG(is_decode_call(q), op, " takes one query per sequence (decode); the call has ", q.total_q,
                " queries for ", q.batch, " sequences (several queries per sequence are prefill: dense, "
                "select_prefill, sparse_prefill, anchor_prefill)");
-  AttentionShape shape{q.num_heads, kv.num_kv_heads, q.head_dim};
-  Status supported = cuda_backend_supports(BackendOp::kDense, shape);
-  if (!supported.ok()) return supported.with_context(op);
   DecodeKey key;
-  key.dtype = q.dtype;
-  key.num_heads = q.num_heads;
-  key.num_kv_heads = kv.num_kv_heads;
-  key.head_dim = q.head_dim;
+  static_cast<CallHeads&>(key) = call_heads_of(q, kv);
+  KC_RETURN_IF_ERROR(check_heads_supported(key, BackendOp::kDense, op));
   key.page_size = kv.page_size;
   return key;
 }
@@ -144,14 +143,9 @@ Result<PrefillKey> check_prefill_call(const QueryBatch& q, const PagedKv& kv, co
   const int64_t most = int64_t{options.max_batch} * options.max_seq_len;
   KC_CHECK_ARG(q.total_q >= 0 && q.total_q <= most, op, ": q.total_q is ", q.total_q, "; the cuda backend was "
                "created for max_batch ", options.max_batch, " sequences of max_seq_len ", options.max_seq_len);
-  AttentionShape shape{q.num_heads, kv.num_kv_heads, q.head_dim};
-  Status supported = cuda_backend_supports(BackendOp::kSparsePrefill, shape);
-  if (!supported.ok()) return supported.with_context(op);
   PrefillKey key;
-  key.dtype = q.dtype;
-  key.num_heads = q.num_heads;
-  key.num_kv_heads = kv.num_kv_heads;
-  key.head_dim = q.head_dim;
+  static_cast<CallHeads&>(key) = call_heads_of(q, kv);
+  KC_RETURN_IF_ERROR(check_heads_supported(key, BackendOp::kSparsePrefill, op));
   key.total_q = q.total_q;
   return key;
 }

@@ -24,11 +24,7 @@ DecodePlanCache::DecodePlanCache(int32_t max_batch, int32_t max_seq_len, const B
 
 DecodeShape DecodePlanCache::shape_of(const DecodeKey& key) const {
   DecodeShape s;
-  s.dtype = key.dtype;
-  s.batch = max_batch_;
-  s.num_heads = key.num_heads;
-  s.num_kv_heads = key.num_kv_heads;
-  s.head_dim = key.head_dim;
+  set_plan_heads(key, max_batch_, s);
   s.page_size = key.page_size;
   s.max_seq_len = max_seq_len_;
   return s;

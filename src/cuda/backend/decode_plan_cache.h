@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuda/attention/dense_decode.h"
+#include "cuda/backend/call_heads.h"
 #include "cuda/kascade/anchor_decode.h"
 #include "cuda/kascade/sparse_decode.h"
 #include "kascade/backend.h"
@@ -21,13 +22,9 @@
 
 namespace kascade::cuda {
 
-// The static shape of a decode call, from its views.
-struct DecodeKey {
-  DType dtype = DType::kF16;
-  int32_t num_heads = 0;     // H
-  int32_t num_kv_heads = 0;  // G
-  int32_t head_dim = 0;      // d
-  int32_t page_size = 0;     // KV cache page size
+// The static shape of a decode call, from its views: the heads and the KV cache page size.
+struct DecodeKey : CallHeads {
+  int32_t page_size = 0;  // KV cache page size
   bool operator==(const DecodeKey&) const = default;
 };
 

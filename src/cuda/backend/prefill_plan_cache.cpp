@@ -33,11 +33,7 @@ PrefillPlanCache::PrefillPlanCache(int32_t max_batch, int32_t max_seq_len, cudaS
 
 PrefillShape PrefillPlanCache::shape_of(const PrefillKey& key) const {
   PrefillShape s;
-  s.dtype = key.dtype;
-  s.batch = max_batch_;
-  s.num_heads = key.num_heads;
-  s.num_kv_heads = key.num_kv_heads;
-  s.head_dim = key.head_dim;
+  set_plan_heads(key, max_batch_, s);
   s.max_total_q = planned_total_q(key.total_q, key.num_heads, max_batch_, max_seq_len_);
   s.max_q_len = std::min(s.max_total_q, max_seq_len_);
   s.max_kv_len = max_seq_len_;

@@ -25,6 +25,7 @@
 #include <memory>
 #include <vector>
 
+#include "cuda/backend/call_heads.h"
 #include "cuda/prefill/prefill_plan.h"
 #include "kascade/backend.h"
 #include "kascade/dtype.h"
@@ -32,12 +33,8 @@
 
 namespace kascade::cuda {
 
-// What the host knows of a prefill call, plus what the op needs from the plan.
-struct PrefillKey {
-  DType dtype = DType::kF16;
-  int32_t num_heads = 0;     // H
-  int32_t num_kv_heads = 0;  // G
-  int32_t head_dim = 0;      // d
+// What the host knows of a prefill call (the heads and total_q), plus what the op needs from the plan.
+struct PrefillKey : CallHeads {
   int64_t total_q = 0;       // queries of the call (cu_q_lens[batch])
   bool selection = false;    // select_prefill / anchor_prefill: LSE and score scratch
   int32_t tile_size = 1;     // the rows' tile size (selection plans); 1 otherwise

@@ -98,23 +98,12 @@ Status CudaSession::forward(ForwardMode mode, const std::vector<runtime::CallIte
   const ModelConfig& c = model_->config();
   const int32_t page_size = model_->options().page_size;
   KC_CHECK_ARG(!items.empty(), "cuda session: a forward call without sequences");
-  const int32_t n_seq = static_cast<int32_t>(lengths_.size());
   std::vector<bool> seen(lengths_.size(), false);
   std::vector<int32_t> tokens, positions, slots, cu = {0}, q_lens, kv_lens, rows;
   for (const runtime::CallItem& item : items) {
-    KC_CHECK_ARG(item.sequence >= 0 && item.sequence < n_seq, "cuda session: sequence ", item.sequence,
-                 " outside [0, ", n_seq, ")");
-    KC_CHECK_ARG(!seen[item.sequence], "cuda session: sequence ", item.sequence, " appears twice in one call");
-    seen[item.sequence] = true;
+    KC_RETURN_IF_ERROR(runtime::check_call_item(mode, item, seen, lengths_, max_tokens_, "cuda session"));
     const int64_t n = static_cast<int64_t>(item.tokens.size());
-    KC_CHECK_ARG(n >= 1, "cuda session: sequence ", item.sequence, " has no tokens in this call");
-    KC_CHECK_ARG(mode != ForwardMode::kDecode || n == 1, "cuda session: decode call with ", n, " tokens for sequence ",
-                 item.sequence);
-    KC_CHECK_ARG(item.logits_from >= 0 && item.logits_from <= n, "cuda session: logits_from ", item.logits_from,
-                 " outside [0, ", n, "]");
     const int64_t start = lengths_[item.sequence];
-    KC_CHECK_ARG(start + n <= max_tokens_[item.sequence], "cuda session: sequence ", item.sequence, " would hold ",
-                 start + n, " tokens, more than the ", max_tokens_[item.sequence], " it was sized for");
     for (int64_t i = 0; i < n; ++i) {
       KC_CHECK_ARG(item.tokens[i] >= 0 && item.tokens[i] < c.vocab_size, "cuda session: token id ", item.tokens[i],
                    " outside the vocabulary [0, ", c.vocab_size, ")");

@@ -13,14 +13,8 @@
 namespace kascade::testing {
 
 DecodeIndexRows DecodeRowsStore::view(IndexGranularity granularity) {
-  DecodeIndexRows rows;
-  rows.indices = indices.data();
-  rows.row_lens = lens.data();
-  rows.batch = static_cast<int32_t>(lens.size() / static_cast<size_t>(num_rows));
-  rows.num_rows = num_rows;
-  rows.k_max = k_max;
-  rows.granularity = granularity;
-  return rows;
+  return decode_rows_view(indices.data(), lens.data(), static_cast<int32_t>(lens.size() / static_cast<size_t>(num_rows)),
+                          num_rows, k_max, granularity);
 }
 
 PrefillIndexRows PrefillRowsStore::view(int32_t batch, IndexGranularity granularity) {

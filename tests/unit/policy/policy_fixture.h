@@ -98,4 +98,19 @@ std::vector<int32_t> prefill_row(const IndexSnapshot& snap, int32_t b, int64_t t
 // A policy config for the problem's shape.
 PolicyConfig config_for(const Problem& problem, const std::string& name);
 
+// A DecodeIndexRows view of caller-owned storage. indices: [batch, num_rows, k_max];
+// row_lens: [batch, num_rows].
+inline DecodeIndexRows decode_rows_view(int32_t* indices, int32_t* row_lens, int32_t batch, int32_t num_rows,
+                                        int32_t k_max,
+                                        IndexGranularity granularity = IndexGranularity::kPerKvGroup) {
+  DecodeIndexRows rows;
+  rows.indices = indices;
+  rows.row_lens = row_lens;
+  rows.batch = batch;
+  rows.num_rows = num_rows;
+  rows.k_max = k_max;
+  rows.granularity = granularity;
+  return rows;
+}
+
 }  // namespace kascade::testing

@@ -97,12 +97,7 @@ TEST(CpuBackend, SelectDecodeIsExactTopKOfPooledScoresForEveryPooling) {
     const int32_t k_max = 25;
     GuardedBuffer<int32_t> indices(static_cast<size_t>(call.batch()) * c.rows * k_max);
     GuardedBuffer<int32_t> lens(static_cast<size_t>(call.batch()) * c.rows);
-    DecodeIndexRows rows;
-    rows.indices = indices.data();
-    rows.row_lens = lens.data();
-    rows.batch = call.batch();
-    rows.num_rows = c.rows;
-    rows.k_max = k_max;
+    DecodeIndexRows rows = decode_rows_view(indices.data(), lens.data(), call.batch(), c.rows, k_max);
     ScorePooling pooling;
     pooling.num_rows = c.rows;
     pooling.reduce = c.reduce;
@@ -178,12 +173,7 @@ TEST(CpuBackend, AnchorOpsComposeSelectionAndOutput) {
     const size_t out_size = static_cast<size_t>(call.total_q) * 8 * 32;
     for (AnchorOutput mode : {AnchorOutput::kDense, AnchorOutput::kSparse}) {
       std::vector<int32_t> indices(static_cast<size_t>(call.batch()) * 2 * 9), lens(static_cast<size_t>(call.batch()) * 2);
-      DecodeIndexRows rows;
-      rows.indices = indices.data();
-      rows.row_lens = lens.data();
-      rows.batch = call.batch();
-      rows.num_rows = 2;
-      rows.k_max = 9;
+      DecodeIndexRows rows = decode_rows_view(indices.data(), lens.data(), call.batch(), 2, 9);
       std::vector<float> fused(out_size), composed(out_size);
       AttentionOutput out;
       out.o = fused.data();
@@ -211,12 +201,7 @@ TEST(CpuBackend, RefusesMoreIndicesThanCandidatesAndBadLayouts) {
   params.scale = problem.scale();
   const Call call = problem.decode_last();
   std::vector<int32_t> indices(2 * 2 * 16), lens(4);
-  DecodeIndexRows rows;
-  rows.indices = indices.data();
-  rows.row_lens = lens.data();
-  rows.batch = 2;
-  rows.num_rows = 2;
-  rows.k_max = 16;
+  DecodeIndexRows rows = decode_rows_view(indices.data(), lens.data(), 2, 2, 16);
   ScorePooling pooling;
   pooling.num_rows = 2;
   std::vector<int32_t> k = {11, 5};

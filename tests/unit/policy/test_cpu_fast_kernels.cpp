@@ -109,6 +109,21 @@ std::string name_of(const ShapeCase& c) {
   return "H" + std::to_string(c.heads) + " G" + std::to_string(c.kv_heads) + " d" + std::to_string(c.d);
 }
 
+// Runs fn(case, shape, problem, params, rng) for every shape case, each on its own Problem drawn
+// from rng_for_test(case index) (the rng continues after the problem's draws).
+template <typename Fn>
+void for_each_shape_case(Fn&& fn) {
+  int salt = 0;
+  for (const ShapeCase& c : shape_cases()) {
+    auto rng = rng_for_test(static_cast<uint64_t>(salt++));
+    const ProblemShape shape = shape_of(c);
+    const Problem problem(rng, shape, c.lens);
+    AttentionParams params;
+    params.scale = problem.scale();
+    fn(c, shape, problem, params, rng);
+  }
+}
+
 // A prefill call of every sequence's second half (a chunk at an unaligned start).
 Call second_halves(const Problem& problem) {
   std::vector<int32_t> starts;
@@ -169,13 +184,8 @@ TEST(FastTopk, EqualsReferenceOnRandomAndTiedScores) {
 }
 
 TEST(FastAttention, DenseMatchesReferenceInPrefillChunksAndDecode) {
-  int salt = 0;
-  for (const ShapeCase& c : shape_cases()) {
-    auto rng = rng_for_test(static_cast<uint64_t>(salt++));
-    const ProblemShape shape = shape_of(c);
-    const Problem problem(rng, shape, c.lens);
-    AttentionParams params;
-    params.scale = problem.scale();
+  for_each_shape_case([&](const ShapeCase& c, const ProblemShape& shape, const Problem& problem,
+                          const AttentionParams& params, std::mt19937_64&) {
     for (const Call& call : {problem.prefill_all(), second_halves(problem), problem.decode_last()}) {
       const QueryBatch q = problem.queries(call, 0);
       const PagedKv kv = problem.kv(call, 0);
@@ -184,7 +194,7 @@ TEST(FastAttention, DenseMatchesReferenceInPrefillChunksAndDecode) {
           [&](const AttentionOutput& out) { return ref::dense_attention_ref(q, kv, params, out); },
           name_of(c) + " total_q " + std::to_string(call.total_q));
     }
-  }
+  });
 }
 
 // Random duplicate-free subsets, in random order.
@@ -197,13 +207,8 @@ std::vector<int32_t> random_subset(std::mt19937_64& rng, int64_t candidates, int
 }
 
 TEST(FastAttention, SparseDecodeMatchesReferencePerGroupAndPerHead) {
-  int salt = 0;
-  for (const ShapeCase& c : shape_cases()) {
-    auto rng = rng_for_test(static_cast<uint64_t>(salt++));
-    const ProblemShape shape = shape_of(c);
-    const Problem problem(rng, shape, c.lens);
-    AttentionParams params;
-    params.scale = problem.scale();
+  for_each_shape_case([&](const ShapeCase& c, const ProblemShape& shape, const Problem& problem,
+                          const AttentionParams& params, std::mt19937_64& rng) {
     const Call call = problem.decode_last();
     const QueryBatch q = problem.queries(call, 0);
     const PagedKv kv = problem.kv(call, 0);
@@ -222,13 +227,8 @@ TEST(FastAttention, SparseDecodeMatchesReferencePerGroupAndPerHead) {
           lens[row] = static_cast<int32_t>(k);
         }
       }
-      DecodeIndexRows rows;
-      rows.indices = indices.data();
-      rows.row_lens = lens.data();
-      rows.batch = call.batch();
-      rows.num_rows = num_rows;
-      rows.k_max = k_max;
-      rows.granularity = granularity;
+      const DecodeIndexRows rows =
+          decode_rows_view(indices.data(), lens.data(), call.batch(), num_rows, k_max, granularity);
       std::vector<int32_t> head_map(static_cast<size_t>(c.kv_heads));
       for (int32_t g = 0; g < c.kv_heads; ++g) head_map[g] = (g + 1) % c.kv_heads;  // a permutation
       const int32_t* map = granularity == IndexGranularity::kPerKvGroup ? head_map.data() : nullptr;
@@ -238,17 +238,12 @@ TEST(FastAttention, SparseDecodeMatchesReferencePerGroupAndPerHead) {
           [&](const AttentionOutput& out) { return ref::sparse_decode_ref(q, kv, params, rows, map, out); },
           name_of(c) + (map ? " per group" : " per head"));
     }
-  }
+  });
 }
 
 TEST(FastAttention, SparsePrefillMatchesReferenceWithAndWithoutLocalKeys) {
-  int salt = 0;
-  for (const ShapeCase& c : shape_cases()) {
-    auto rng = rng_for_test(static_cast<uint64_t>(salt++));
-    const ProblemShape shape = shape_of(c);
-    const Problem problem(rng, shape, c.lens);
-    AttentionParams params;
-    params.scale = problem.scale();
+  for_each_shape_case([&](const ShapeCase& c, const ProblemShape& shape, const Problem& problem,
+                          const AttentionParams& params, std::mt19937_64& rng) {
     for (const Call& call : {problem.prefill_all(), second_halves(problem)}) {
       const QueryBatch q = problem.queries(call, 0);
       const PagedKv kv = problem.kv(call, 0);
@@ -287,7 +282,7 @@ TEST(FastAttention, SparsePrefillMatchesReferenceWithAndWithoutLocalKeys) {
             name_of(c) + (local ? " kascade rows" : " oracle rows") + " total_q " + std::to_string(call.total_q));
       }
     }
-  }
+  });
 }
 
 struct PoolingCase {
@@ -311,12 +306,8 @@ ref::PoolingSpec to_spec(const PoolingCase& p) {
 constexpr double kTieEps = 1e-4;
 
 TEST(FastSelect, SelectDecodeRowsAreTheReferenceTopKUpToTies) {
-  int salt = 0;
-  for (const ShapeCase& c : shape_cases()) {
-    auto rng = rng_for_test(static_cast<uint64_t>(salt++));
-    const Problem problem(rng, shape_of(c), c.lens);
-    AttentionParams params;
-    params.scale = problem.scale();
+  for_each_shape_case([&](const ShapeCase& c, const ProblemShape&, const Problem& problem,
+                          const AttentionParams& params, std::mt19937_64&) {
     const Call call = problem.decode_last();
     const QueryBatch q = problem.queries(call, 0);
     const PagedKv kv = problem.kv(call, 0);
@@ -328,13 +319,7 @@ TEST(FastSelect, SelectDecodeRowsAreTheReferenceTopKUpToTies) {
       const size_t size = static_cast<size_t>(call.batch()) * p.rows * k_max;
       std::vector<int32_t> got1(size), got2(size), want(size), len1(size), len2(size), want_len(size);
       auto rows_of = [&](std::vector<int32_t>& idx, std::vector<int32_t>& lens) {
-        DecodeIndexRows rows;
-        rows.indices = idx.data();
-        rows.row_lens = lens.data();
-        rows.batch = call.batch();
-        rows.num_rows = p.rows;
-        rows.k_max = k_max;
-        return rows;
+        return decode_rows_view(idx.data(), lens.data(), call.batch(), p.rows, k_max);
       };
       ScorePooling pooling{p.rows, p.reduce};
       with_threads(1, [&] {
@@ -362,16 +347,12 @@ TEST(FastSelect, SelectDecodeRowsAreTheReferenceTopKUpToTies) {
         }
       }
     }
-  }
+  });
 }
 
 TEST(FastSelect, SelectPrefillRowsAreTheReferenceTopKUpToTies) {
-  int salt = 0;
-  for (const ShapeCase& c : shape_cases()) {
-    auto rng = rng_for_test(static_cast<uint64_t>(salt++));
-    const Problem problem(rng, shape_of(c), c.lens);
-    AttentionParams params;
-    params.scale = problem.scale();
+  for_each_shape_case([&](const ShapeCase& c, const ProblemShape&, const Problem& problem,
+                          const AttentionParams& params, std::mt19937_64&) {
     CpuBackend reference(CpuBackendOptions{CpuKernels::kReference});
     // The 1000-token case (its per-tile reference scores are slow under ASan) runs one-shot with
     // the per-group pooling only.
@@ -421,7 +402,7 @@ TEST(FastSelect, SelectPrefillRowsAreTheReferenceTopKUpToTies) {
         }
       }
     }
-  }
+  });
 }
 
 TEST(FastBackend, OptionsPickTheKernelsAndEveryPolicyAgreesOnBoth) {
@@ -494,12 +475,7 @@ TEST(FastAttention, BadRowsAreRefusedWithTheReferenceStatus) {
   out.o = o.data();
   std::vector<int32_t> indices = {0, 1, 1, -1, 2, 3, -1, -1, 4, 5, -1, -1, 6, 25, -1, -1};
   std::vector<int32_t> lens = {3, 2, 2, 2};
-  DecodeIndexRows rows;
-  rows.indices = indices.data();
-  rows.row_lens = lens.data();
-  rows.batch = 2;
-  rows.num_rows = 2;
-  rows.k_max = 4;
+  const DecodeIndexRows rows = decode_rows_view(indices.data(), lens.data(), 2, 2, 4);
   for (int fix = 0; fix < 2; ++fix) {  // a duplicate (InvalidArgument), then an entry >= kv_len (OutOfRange)
     const Status fast = policy::fast_sparse_decode(q, kv, params, rows, nullptr, out);
     const Status want = ref::sparse_decode_ref(q, kv, params, rows, nullptr, out);
