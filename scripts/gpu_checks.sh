@@ -8,8 +8,9 @@
 # machine with -DKASCADE_CUDA=ON -DKASCADE_CUDA_ARCHS=90a-real, plus lib/ with any shared library the
 # GPU machine lacks (OpenBLAS, PCRE2: `ldd` shows which). STEPS picks steps (default: all, in order
 # "tests bench cudnn runtime eval"); TEST_GROUPS the test groups (default: runtime backend prefill decode);
-# *_SECONDS override the limits. Every step writes OUT_DIR/<step>.log; the script prints a summary
-# and exits non-zero when a test failed.
+# *_SECONDS override the limits; BENCH_KERNELS, LENS and EVAL_{TASKS,LENGTHS,POLICIES,SAMPLES} the
+# work. Every step writes OUT_DIR/<step>.log; the script prints a summary and exits non-zero when a
+# test failed. TEST_GROUPS: runtime, backend, prefill, ws (the warp-specialised kernels), decode.
 set -u
 bin=${1:?BIN_DIR}
 out=${2:?OUT_DIR}
@@ -33,6 +34,7 @@ declare -A filters=(
   [runtime]='Ops*:*GpuRuntime*'
   [backend]='*CudaBackend*'
   [prefill]='*DensePrefill*:*SparsePrefill*:SelectPrefill*:AnchorPrefill*:PrefillPlan*:*WarpSpecialized*'
+  [ws]='*_ws*:*/ws*:*WarpSpecialized*:PrefillPlan.*'
   [decode]='*DenseDecode*:*SparseDecode*:*AnchorDecode*:*RadixTopk*:*MergeStates*:*DecodePlan*:*DecodeGraph*'
 )
 ldd "$bin/kascade_cuda_tests" "$bin/kascade" | grep "not found" >"$out/missing-libs.txt"
@@ -47,7 +49,8 @@ for s in ${STEPS:-tests bench cudnn runtime eval}; do
       done ;;
     bench)
       run_step bench "${BENCH_SECONDS:-120}" "$bin/kascade_bench_prefill" --lens "${LENS:-16384,131072}" --dtypes bf16 \
-        --layouts contiguous,paged --variants mma,ws,ws_tma --reps 3 --json "$out/ours.json"
+        --layouts contiguous,paged --variants mma,ws,ws_tma --kernels "${BENCH_KERNELS:-dense,lse}" --reps 3 \
+        --json "$out/ours.json"
       run_step bench-page128 "${BENCH_SECONDS:-120}" "$bin/kascade_bench_prefill" --lens "${LENS:-16384,131072}" \
         --dtypes bf16 --layouts paged --page 128 --variants ws,ws_tma --kernels dense,lse --reps 3
       grep -E "^(dense|lse) " "$out/bench-page128.log" | cut -c1-110
@@ -70,8 +73,9 @@ for s in ${STEPS:-tests bench cudnn runtime eval}; do
       done ;;
     eval)
       model="$here/models/kascade-tiny"
-      run_step eval "${EVAL_SECONDS:-150}" "$bin/kascade" eval -m "$model" --device cuda --tasks all --lengths 4k,8k \
-        --policies dense,kascade,kascade-decode,streaming,quest,omnikv,lessismore --samples "${EVAL_SAMPLES:-2}" \
+      run_step eval "${EVAL_SECONDS:-150}" "$bin/kascade" eval -m "$model" --device cuda --tasks "${EVAL_TASKS:-all}" \
+        --lengths "${EVAL_LENGTHS:-4k,8k}" --policies "${EVAL_POLICIES:-dense,kascade,kascade-decode,streaming,quest,omnikv,lessismore}" \
+        --samples "${EVAL_SAMPLES:-2}" \
         -o "$out/eval" --no-plot --no-progress || status=1
       tail -n 40 "$out/eval.log" ;;
     *) echo "unknown step $s"; status=1 ;;
