@@ -18,15 +18,16 @@
 // the anchors the device memory of selection: the plan's scratch (LSE + one wave of scores) and the
 // compact index rows. The device error word is checked after every configuration; the JSON is
 // rewritten after every configuration, so a run cut short keeps what it measured.
-// Every kernel runs in four variants: Q·Kᵀ on mma.sync ("mma", the default of the ops), on sm_90a
-// warpgroup MMAs issued synchronously ("wgmma", PrefillPlanOptions::wgmma), and "ws": dense
-// prefill and the LSE pass on the warp-specialised sm_90a mainloop
-// (PrefillPlanOptions::warp_specialized; pooling, Top-k and sparse stay on mma.sync), and "ws_tma":
-// the same with the TMA K/V producer (PrefillPlanOptions::ws_tma; it takes contiguous K/V and pages
-// of a multiple of 128 keys, --page). The sm_90a
-// variants are skipped where the plan refuses them.
+// Every kernel runs in four forced variants (PrefillPlanOptions::kernels): Q·Kᵀ on mma.sync
+// ("mma", PrefillKernels::kMma), on sm_90a warpgroup MMAs issued synchronously ("wgmma"), and
+// "ws": dense prefill and the LSE pass on the warp-specialised sm_90a mainloop with the cp.async
+// K/V producer (pooling, Top-k and sparse stay on mma.sync), and "ws_tma": the same with the TMA
+// K/V producer where the layout allows it (contiguous K/V and pages of a multiple of 128 keys,
+// --page; cp.async otherwise). "auto" (not in the default list) is what the ops run by default:
+// ws_tma where the device, build and layout allow it, else mma.sync. The sm_90a variants are
+// skipped where the plan refuses them.
 //   kascade_bench_prefill [--lens 8192,32768,65536,131072] [--dtypes f16,bf16]
-//                         [--layouts contiguous,paged] [--page 16] [--variants mma,wgmma,ws,ws_tma]
+//                         [--layouts contiguous,paged] [--page 16] [--variants mma,wgmma,ws,ws_tma,auto]
 //                         [--kernels dense,lse,select,anchor0,anchor,reuse] [--reps 10] [--json results.json]
 #include <cuda_runtime_api.h>
 
@@ -35,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -68,6 +70,16 @@ namespace {
   } while (0)
 
 constexpr int32_t kHeads = 32, kKvHeads = 8, kHeadDim = 128, kTile = 32, kPage = 16;
+
+// The plan's kernels for a --variants name (the names of cuda::prefill_kernels_name); none for others.
+std::optional<cuda::PrefillKernels> kernels_of_variant(const std::string& name) {
+  for (const cuda::PrefillKernels k : {cuda::PrefillKernels::kMma, cuda::PrefillKernels::kWgmma,
+                                       cuda::PrefillKernels::kWarpSpecialized,
+                                       cuda::PrefillKernels::kWarpSpecializedTma, cuda::PrefillKernels::kAuto}) {
+    if (name == cuda::prefill_kernels_name(k)) return k;
+  }
+  return std::nullopt;
+}
 
 struct Options {
   std::vector<int32_t> lens = {8192, 32768, 65536, 131072};
@@ -120,8 +132,8 @@ Options parse(int argc, char** argv) {
     } else if (arg == "--variants" && has_value) {
       o.variants = split(argv[++i]);
       for (const auto& v : o.variants) {
-        if (v != "mma" && v != "wgmma" && v != "ws" && v != "ws_tma") {
-          std::fprintf(stderr, "--variants takes mma, wgmma, ws and ws_tma, got %s\n", v.c_str());
+        if (!kernels_of_variant(v).has_value()) {
+          std::fprintf(stderr, "--variants takes mma, wgmma, ws, ws_tma and auto, got %s\n", v.c_str());
           std::exit(2);
         }
       }
@@ -146,7 +158,7 @@ Options parse(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: kascade_bench_prefill [--lens 8192,...] [--dtypes f16,bf16] "
-                   "[--layouts contiguous,paged] [--page 16] [--variants mma,wgmma,ws,ws_tma] "
+                   "[--layouts contiguous,paged] [--page 16] [--variants mma,wgmma,ws,ws_tma,auto] "
                    "[--kernels dense,lse,select,anchor0,anchor,reuse] [--reps 10] [--json out.json]\n");
       std::exit(2);
     }
@@ -251,9 +263,7 @@ void run_config(const Options& opt, DType dtype, const std::string& layout, cons
   shape.max_kv_len = n;
   shape.tile_size = kTile;
   cuda::PrefillPlanOptions plan_options;
-  plan_options.wgmma = variant == "wgmma";
-  plan_options.warp_specialized = variant == "ws" || variant == "ws_tma";
-  plan_options.ws_tma = variant == "ws_tma";
+  plan_options.kernels = *kernels_of_variant(variant);
   auto plan = cuda::plan_prefill(shape, plan_options);
   if (plan.status().code() == StatusCode::kUnsupported) {
     std::printf("variant %s skipped: %s\n", variant.c_str(), plan.status().to_string().c_str());

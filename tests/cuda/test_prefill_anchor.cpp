@@ -7,8 +7,8 @@
 //   - tile-aligned rolling chunked prefill equals one-shot prefill exactly: the same rows per tile
 //     and the same o/lse bits, for both output forms.
 // Awkward lengths in varlen batches; outputs NaN-poisoned with guards; error word clear. The wgmma
-// variant and the warp-specialised dense / LSE kernels (PrefillPlanOptions::warp_specialized) run
-// on sm_90 devices.
+// variant and the warp-specialised dense / LSE kernels (PrefillKernels::kWarpSpecialized[Tma]) run
+// on sm_90 devices; the tests on default options run the automatic choice (PrefillKernels::kAuto).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -6,9 +6,10 @@
 // chunks of longer sequences, plus one 4097-key prompt. Outputs are NaN-poisoned with canary
 // guards; the device error word must stay clear. Chunked prefill in tile multiples must equal the
 // one-shot call bit for bit. Every check runs for each kernel family a plan can select
-// (testing::PrefillVariant): mma.sync, wgmma (PrefillPlanOptions::wgmma) and the warp-specialised
-// sm_90a mainloop (PrefillPlanOptions::warp_specialized) with its cp.async or TMA K/V producer
-// (PrefillPlanOptions::ws_tma); the sm_90a ones skip off Hopper.
+// (testing::PrefillVariant, PrefillPlanOptions::kernels): mma.sync, wgmma and the warp-specialised
+// sm_90a mainloop with its cp.async or TMA K/V producer (the sm_90a ones skip off Hopper), and the
+// default automatic choice (TMA producer on Hopper for contiguous K/V and 128 / 256-key pages,
+// mma.sync for the smaller pages and off Hopper).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -126,6 +127,8 @@ std::string variant_param_name(const ::testing::TestParamInfo<PrefillVariant>& i
       return "ws";
     case PrefillVariant::kWarpSpecializedTma:
       return "ws_tma";
+    case PrefillVariant::kAuto:
+      return "auto";
   }
   return "unknown";
 }
@@ -176,8 +179,9 @@ TEST_P(DensePrefillTest, LsePassMatchesReference) {
 }
 
 // g = 1, 2, 3, 4, 8; paged with pages of 16, 32, 64 (per-key block-table lookups in the
-// warp-specialised producer) and 128 / 256 (one lookup per 128-key tile; TMA tiles in the ws_tma
-// variant), and contiguous (page 0: one page per sequence; TMA tiles in the ws_tma variant).
+// warp-specialised producer; mma.sync in the auto variant) and 128 / 256 (one lookup per 128-key
+// tile; TMA tiles in the ws_tma variant and, on Hopper, the auto one), and contiguous (page 0: one
+// page per sequence; likewise TMA tiles in the ws_tma and auto variants).
 INSTANTIATE_TEST_SUITE_P(
     Shapes, DensePrefillTest,
     ::testing::Combine(::testing::Values(testing::PrefillConfig{DType::kF16, 8, 8, 128, 16},
@@ -190,7 +194,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          testing::PrefillConfig{DType::kF16, 8, 8, 64, 0},
                                          testing::PrefillConfig{DType::kBF16, 8, 2, 128, 256}),
                        ::testing::Values(PrefillVariant::kMma, PrefillVariant::kWgmma,
-                                         PrefillVariant::kWarpSpecialized, PrefillVariant::kWarpSpecializedTma)),
+                                         PrefillVariant::kWarpSpecialized, PrefillVariant::kWarpSpecializedTma,
+                                         PrefillVariant::kAuto)),
     dense_param_name);
 
 class DensePrefillVariantTest : public ::testing::TestWithParam<PrefillVariant> {};
@@ -215,8 +220,9 @@ TEST_P(DensePrefillVariantTest, ChunkedEqualsOneShotBitForBit) {
   KC_SKIP_WITHOUT_VARIANT(GetParam());
   auto rng = testing::rng_for_test();
   // g = 3: row blocks of 128 rows straddle queries; 128-key pages for the TMA producer (its TMA
-  // tiles and cp.async tail tiles), 16-key pages otherwise
-  const int32_t page = GetParam() == PrefillVariant::kWarpSpecializedTma ? 128 : 16;
+  // tiles and cp.async tail tiles; the automatic choice takes it on Hopper), 16-key pages otherwise
+  const bool tma = GetParam() == PrefillVariant::kWarpSpecializedTma || GetParam() == PrefillVariant::kAuto;
+  const int32_t page = tma ? 128 : 16;
   const PrefillCase c = testing::make_prefill_case(DType::kBF16, 12, 4, 128, {1000}, {1000}, page);
   const PrefillProblem p(c, rng);
   const DenseResult full = run_dense(p, GetParam());
@@ -286,7 +292,8 @@ TEST_P(DensePrefillVariantTest, LengthsPastThePlanSetTheErrorWord) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, DensePrefillVariantTest,
                          ::testing::Values(PrefillVariant::kMma, PrefillVariant::kWgmma,
-                                           PrefillVariant::kWarpSpecialized, PrefillVariant::kWarpSpecializedTma),
+                                           PrefillVariant::kWarpSpecialized, PrefillVariant::kWarpSpecializedTma,
+                                           PrefillVariant::kAuto),
                          variant_param_name);
 
 }  // namespace

@@ -2,8 +2,10 @@
 // supports_prefill refusals (dtype, head dim, group size, tile rows), the tile-slot bound the
 // anchor's waves must cover (against brute force over start offsets), the plan's layout (waves
 // cover every slot, regions aligned and disjoint, selection memory at 128K bounded by the budget
-// and far below the paper's O(n²/T) score buffer), the TMA producer's eligible K/V layouts, run-time refusals of bad views (each naming
-// the field, before any device work), and the names of the device error bits.
+// and far below the paper's O(n²/T) score buffer), the kernel choice (options → plan → per-call
+// kernel from the K/V layout, hand-enumerated), the TMA producer's eligible K/V layouts, run-time
+// refusals of bad views (each naming the field, before any device work), and the names of the
+// device error bits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "cuda/common/device_errors.h"
+#include "cuda/prefill/causal_launch.h"
 #include "cuda/prefill/prefill_errors.h"
 #include "cuda/prefill/prefill_ops.h"
 #include "cuda/prefill/prefill_shapes.h"
@@ -130,42 +133,139 @@ TEST(PrefillPlan, WarpSpecializedScheduleCoversEveryUnitOnce) {
   }
 }
 
-// The warp-specialised option reaches the plan with the multiprocessor count of its grids.
-TEST(PrefillPlan, LayoutKeepsWarpSpecializedAndMultiprocessors) {
-  PrefillShape shape;
-  shape.dtype = DType::kBF16;
+// The forced kernel variants reach the plan as given (whether or not the warp-specialised kernels
+// are ready: plan_prefill refuses them where they cannot run), with the multiprocessor count of the
+// persistent grids and the same workspace for every variant.
+TEST(PrefillPlan, LayoutKeepsForcedKernelsAndMultiprocessors) {
+  PrefillShape shape = llama_shape(4096);
   shape.batch = 2;
-  shape.num_heads = 32;
-  shape.num_kv_heads = 8;
-  shape.head_dim = 128;
-  shape.max_total_q = 4096;
-  shape.max_q_len = 4096;
   shape.max_kv_len = 8192;
   PrefillPlanOptions options;
-  options.warp_specialized = true;
-  auto plan = layout_prefill_plan(shape, options, 132, 1);
-  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
-  EXPECT_TRUE(plan->warp_specialized);
-  EXPECT_FALSE(plan->wgmma);
-  EXPECT_EQ(plan->num_sms, 132);
-  options.warp_specialized = false;
-  auto reference = layout_prefill_plan(shape, options, 132, 1);
-  ASSERT_TRUE(reference.ok());
-  EXPECT_FALSE(reference->warp_specialized);
-  EXPECT_EQ(reference->workspace.total_bytes, plan->workspace.total_bytes);  // same workspace either way
+  options.kernels = PrefillKernels::kMma;
+  auto reference = layout_prefill_plan(shape, options, 132, 1, /*warp_specialized_ready=*/true);
+  ASSERT_TRUE(reference.ok()) << reference.status().to_string();
+  EXPECT_EQ(reference->kernels, PrefillKernels::kMma);
+  EXPECT_FALSE(reference->uses_wgmma());
+  for (const PrefillKernels forced : {PrefillKernels::kWgmma, PrefillKernels::kWarpSpecialized,
+                                      PrefillKernels::kWarpSpecializedTma}) {
+    for (const bool ready : {false, true}) {
+      SCOPED_TRACE(std::string(prefill_kernels_name(forced)) + (ready ? ", ws ready" : ", ws not ready"));
+      options.kernels = forced;
+      auto plan = layout_prefill_plan(shape, options, 132, 1, ready);
+      ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+      EXPECT_EQ(plan->kernels, forced);
+      EXPECT_EQ(plan->uses_wgmma(), forced == PrefillKernels::kWgmma);
+      EXPECT_EQ(plan->num_sms, 132);
+      EXPECT_EQ(plan->workspace.total_bytes, reference->workspace.total_bytes);
+    }
+  }
 }
 
-// ws_tma follows warp_specialized (ignored without it).
-TEST(PrefillPlan, TmaProducerOnlyWithWarpSpecialization) {
-  PrefillPlanOptions options;
-  options.ws_tma = true;
-  auto plain = layout_prefill_plan(llama_shape(4096), options, 132, 1);
-  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
-  EXPECT_FALSE(plain->ws_tma);
-  options.warp_specialized = true;
-  auto ws = layout_prefill_plan(llama_shape(4096), options, 132, 1);
-  ASSERT_TRUE(ws.ok()) << ws.status().to_string();
-  EXPECT_TRUE(ws->ws_tma);
+// The default options ask for the automatic choice; the plan keeps it only where the
+// warp-specialised kernels are ready (sm_90 device, sm_90a code), else it is plain mma.sync.
+TEST(PrefillPlan, DefaultKernelsAreAutomaticWhereTheWarpSpecializedFamilyIsReady) {
+  EXPECT_EQ(PrefillPlanOptions{}.kernels, PrefillKernels::kAuto);
+  auto hopper = layout_prefill_plan(llama_shape(4096), PrefillPlanOptions{}, 132, 1, /*warp_specialized_ready=*/true);
+  ASSERT_TRUE(hopper.ok()) << hopper.status().to_string();
+  EXPECT_EQ(hopper->kernels, PrefillKernels::kAuto);
+  EXPECT_FALSE(hopper->uses_wgmma());
+  auto other = layout_prefill_plan(llama_shape(4096), PrefillPlanOptions{}, 108, 1, /*warp_specialized_ready=*/false);
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  EXPECT_EQ(other->kernels, PrefillKernels::kMma);
+  EXPECT_FALSE(other->uses_wgmma());
+  // The device-free default argument is "not ready" (what the backend tests' CPU layouts rely on).
+  auto unspecified = layout_prefill_plan(llama_shape(4096), PrefillPlanOptions{}, 132, 1);
+  ASSERT_TRUE(unspecified.ok());
+  EXPECT_EQ(unspecified->kernels, PrefillKernels::kMma);
+  EXPECT_EQ(hopper->workspace.total_bytes, other->workspace.total_bytes);
+
+  PrefillPlanOptions bad;
+  bad.kernels = static_cast<PrefillKernels>(17);
+  auto refused = layout_prefill_plan(llama_shape(4096), bad, 132, 1, true);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().to_string().find("options.kernels"), std::string::npos) << refused.status().to_string();
+}
+
+// The per-call choice, hand-enumerated for every plan kernel setting × TMA eligibility: the
+// automatic choice never runs the cp.async producer; the forced variants run what they name.
+TEST(PrefillPlan, ChooseCausalKernelTable) {
+  using prefill::CausalKernel;
+  const struct {
+    PrefillKernels kernels;
+    bool eligible;
+    CausalKernel want;
+  } cases[] = {
+      {PrefillKernels::kAuto, true, CausalKernel::kWarpSpecializedTma},
+      {PrefillKernels::kAuto, false, CausalKernel::kMma},
+      {PrefillKernels::kMma, true, CausalKernel::kMma},
+      {PrefillKernels::kMma, false, CausalKernel::kMma},
+      {PrefillKernels::kWgmma, true, CausalKernel::kWgmma},
+      {PrefillKernels::kWgmma, false, CausalKernel::kWgmma},
+      {PrefillKernels::kWarpSpecialized, true, CausalKernel::kWarpSpecialized},
+      {PrefillKernels::kWarpSpecialized, false, CausalKernel::kWarpSpecialized},
+      {PrefillKernels::kWarpSpecializedTma, true, CausalKernel::kWarpSpecializedTma},
+      {PrefillKernels::kWarpSpecializedTma, false, CausalKernel::kWarpSpecialized},
+  };
+  for (const auto& c : cases) {
+    PrefillPlan plan;
+    plan.kernels = c.kernels;
+    SCOPED_TRACE(std::string(prefill_kernels_name(c.kernels)) + (c.eligible ? ", TMA-eligible" : ", not eligible"));
+    EXPECT_STREQ(prefill::causal_kernel_name(prefill::choose_causal_kernel(plan, c.eligible)),
+                 prefill::causal_kernel_name(c.want));
+  }
+}
+
+// From options to the kernel of a call, through the layout's eligibility (the H200 measurements in
+// prefill_plan.h): default options on a ready device run ws_tma for contiguous K/V and 128-key pages
+// and mma.sync for 16-key pages or misaligned bases; on a device without the family, mma.sync always.
+TEST(PrefillPlan, AutomaticKernelFollowsTheCallsLayout) {
+  alignas(16) static unsigned char cache[64];
+  prefill::CallArgs call;
+  call.v = cache;
+  call.num_kv_heads = 8;
+  call.num_pages = 1024;
+  using prefill::CausalKernel;
+  const struct {
+    int32_t page_size, pages_per_seq, k_offset;
+    CausalKernel on_ready, forced_tma;
+  } layouts[] = {
+      {131072, 1, 0, CausalKernel::kWarpSpecializedTma, CausalKernel::kWarpSpecializedTma},  // contiguous
+      {128, 1024, 0, CausalKernel::kWarpSpecializedTma, CausalKernel::kWarpSpecializedTma},
+      {256, 512, 0, CausalKernel::kWarpSpecializedTma, CausalKernel::kWarpSpecializedTma},
+      {16, 1024, 0, CausalKernel::kMma, CausalKernel::kWarpSpecialized},
+      {64, 1024, 0, CausalKernel::kMma, CausalKernel::kWarpSpecialized},
+      {128, 1024, 8, CausalKernel::kMma, CausalKernel::kWarpSpecialized},  // K base not 16-byte aligned
+  };
+  auto ready = layout_prefill_plan(llama_shape(131072), PrefillPlanOptions{}, 132, 1, /*warp_specialized_ready=*/true);
+  auto not_ready = layout_prefill_plan(llama_shape(131072), PrefillPlanOptions{}, 132, 1, false);
+  PrefillPlanOptions force_tma;
+  force_tma.kernels = PrefillKernels::kWarpSpecializedTma;
+  auto forced = layout_prefill_plan(llama_shape(131072), force_tma, 132, 1, true);
+  ASSERT_TRUE(ready.ok() && not_ready.ok() && forced.ok());
+  for (const auto& l : layouts) {
+    SCOPED_TRACE("page " + std::to_string(l.page_size) + ", pages/seq " + std::to_string(l.pages_per_seq) +
+                 ", k offset " + std::to_string(l.k_offset));
+    call.page_size = l.page_size;
+    call.max_pages_per_seq = l.pages_per_seq;
+    call.num_pages = l.pages_per_seq == 1 ? 1 : 1024;
+    call.k = cache + l.k_offset;
+    const bool eligible = prefill::ws_tma_eligible(call, 128);
+    EXPECT_STREQ(prefill::causal_kernel_name(prefill::choose_causal_kernel(*ready, eligible)),
+                 prefill::causal_kernel_name(l.on_ready));
+    EXPECT_STREQ(prefill::causal_kernel_name(prefill::choose_causal_kernel(*not_ready, eligible)), "mma");
+    EXPECT_STREQ(prefill::causal_kernel_name(prefill::choose_causal_kernel(*forced, eligible)),
+                 prefill::causal_kernel_name(l.forced_tma));
+  }
+}
+
+// The variant names the benchmark's --variants takes.
+TEST(PrefillPlan, KernelNames) {
+  EXPECT_STREQ(prefill_kernels_name(PrefillKernels::kAuto), "auto");
+  EXPECT_STREQ(prefill_kernels_name(PrefillKernels::kMma), "mma");
+  EXPECT_STREQ(prefill_kernels_name(PrefillKernels::kWgmma), "wgmma");
+  EXPECT_STREQ(prefill_kernels_name(PrefillKernels::kWarpSpecialized), "ws");
+  EXPECT_STREQ(prefill_kernels_name(PrefillKernels::kWarpSpecializedTma), "ws_tma");
 }
 
 // Which K/V layouts the TMA producer takes (hand-enumerated): a 128-key tile must lie in one page

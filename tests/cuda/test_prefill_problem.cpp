@@ -54,21 +54,37 @@ const char* prefill_variant_name(PrefillVariant variant) {
       return "warp-specialised";
     case PrefillVariant::kWarpSpecializedTma:
       return "warp-specialised (TMA)";
+    case PrefillVariant::kAuto:
+      return "automatic";
   }
   return "unknown variant";
 }
 
 cuda::PrefillPlanOptions variant_options(PrefillVariant variant) {
   cuda::PrefillPlanOptions options;
-  options.wgmma = variant == PrefillVariant::kWgmma;
-  options.warp_specialized =
-      variant == PrefillVariant::kWarpSpecialized || variant == PrefillVariant::kWarpSpecializedTma;
-  options.ws_tma = variant == PrefillVariant::kWarpSpecializedTma;
+  switch (variant) {
+    case PrefillVariant::kMma:
+      options.kernels = cuda::PrefillKernels::kMma;
+      break;
+    case PrefillVariant::kWgmma:
+      options.kernels = cuda::PrefillKernels::kWgmma;
+      break;
+    case PrefillVariant::kWarpSpecialized:
+      options.kernels = cuda::PrefillKernels::kWarpSpecialized;
+      break;
+    case PrefillVariant::kWarpSpecializedTma:
+      options.kernels = cuda::PrefillKernels::kWarpSpecializedTma;
+      break;
+    case PrefillVariant::kAuto:
+      options.kernels = cuda::PrefillKernels::kAuto;
+      break;
+  }
   return options;
 }
 
 bool variant_available(PrefillVariant variant) {
-  return variant == PrefillVariant::kMma ? cuda_device_available() : wgmma_device_available();
+  return variant == PrefillVariant::kMma || variant == PrefillVariant::kAuto ? cuda_device_available()
+                                                                             : wgmma_device_available();
 }
 
 // ---- PrefillProblem

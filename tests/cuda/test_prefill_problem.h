@@ -48,12 +48,12 @@ class PrefillConfigTest : public ::testing::TestWithParam<PrefillConfig> {
   PrefillCase make_case(std::vector<int32_t> q_lens, std::vector<int32_t> kv_lens) const;
 };
 
-// The prefill kernel families a plan can select (PrefillPlanOptions): mma.sync (default), wgmma
+// The prefill kernel families a plan can select (PrefillPlanOptions::kernels): mma.sync, wgmma
 // issued synchronously, and the warp-specialised sm_90a mainloop (dense + LSE pass; the other
-// kernels of such a plan stay on mma.sync).
-// kWarpSpecializedTma: the warp-specialised kernels with the TMA K/V producer (PrefillPlanOptions::ws_tma;
-// cp.async where the layout does not allow TMA).
-enum class PrefillVariant { kMma, kWgmma, kWarpSpecialized, kWarpSpecializedTma };
+// kernels of such a plan stay on mma.sync) with the cp.async K/V producer (kWarpSpecialized) or
+// the TMA one (kWarpSpecializedTma; cp.async where the layout does not allow TMA). kAuto: the
+// default choice (ws_tma where the device, build and K/V layout allow it, else mma.sync).
+enum class PrefillVariant { kMma, kWgmma, kWarpSpecialized, kWarpSpecializedTma, kAuto };
 const char* prefill_variant_name(PrefillVariant variant);
 // Options forcing `variant` (every other option at its default).
 cuda::PrefillPlanOptions variant_options(PrefillVariant variant);

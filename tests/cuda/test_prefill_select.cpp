@@ -9,7 +9,8 @@
 //     fixed budgets, group sizes 1..8 (g = 8 pools 256 rows per tile), several waves and key splits;
 //   - all-zero queries (every candidate ties): rows are exactly 0 .. k_t - 1.
 // Index buffers start poisoned (-1); the device error word must stay clear. The wgmma variant and
-// the warp-specialised LSE pass (PrefillPlanOptions::warp_specialized) run on sm_90 devices.
+// the warp-specialised LSE pass (PrefillKernels::kWarpSpecialized[Tma]) run on sm_90 devices; the
+// tests on default options run the automatic choice (PrefillKernels::kAuto).
 #include <gtest/gtest.h>
 
 #include <algorithm>

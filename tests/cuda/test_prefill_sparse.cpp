@@ -60,7 +60,7 @@ struct SparseSetup {
   std::vector<int32_t> head_map;  // [G] or empty
   Budget budget;
   bool rolling = true;
-  bool wgmma = false;  // PrefillPlanOptions::wgmma
+  bool wgmma = false;  // PrefillKernels::kWgmma, else kMma
 };
 
 // Runs sparse_prefill with random rows and checks it against src/ref and the fp64 recomputation.
@@ -78,7 +78,7 @@ void expect_sparse_matches(const PrefillProblem& p, const SparseSetup& s, std::m
 
   PrefillPlanOptions options;
   options.selection = false;
-  options.wgmma = s.wgmma;
+  options.kernels = s.wgmma ? PrefillKernels::kWgmma : PrefillKernels::kMma;
   auto w = testing::make_prefill_workspace(p.shape(s.tile_size), options);
   ASSERT_TRUE(w.ok()) << w.status().to_string();
   const size_t q_rows = size_t(p.total_q()) * c.num_heads;

@@ -42,8 +42,8 @@ Status launch_sparse(const PrefillPlan& plan, const QueryBatch& q, const PagedKv
   KC_CHECK_ARG(units <= int64_t{0x7fffffff}, "the call needs ", units, " CTAs per row consumer; too many");
   const dim3 grid(static_cast<unsigned>(units), static_cast<unsigned>(per_head ? q.num_heads : kv.num_kv_heads),
                   static_cast<unsigned>(q.batch));
-  KC_CUDA_RETURN_IF_ERROR(
-      prefill::launch_sparse_attention(prefill::element_type(q.dtype), q.head_dim, plan.wgmma, args, grid, stream));
+  KC_CUDA_RETURN_IF_ERROR(prefill::launch_sparse_attention(prefill::element_type(q.dtype), q.head_dim,
+                                                           plan.uses_wgmma(), args, grid, stream));
   return ok_status();
 }
 

@@ -14,6 +14,13 @@
 //                     An LSE pass first, then waves of plan.tiles_in_flight tiles: pool, select.
 //   anchor_prefill  — select_prefill, then the layer's own output: dense (layer 0: the dense
 //                     kernel also provides the LSE the pooling needs) or sparse over the fresh rows.
+// Kernels (plan.kernels, prefill_plan.h): by default (kAuto) the causal passes — dense_prefill, the
+// LSE pass of select / anchor and the layer-0 anchor's dense output — run the warp-specialised
+// sm_90a mainloop with TMA K/V loads when the device is sm_90, the build holds sm_90a code and the
+// call's K/V is contiguous or paged in multiples of 128 keys (16-byte aligned bases), and the
+// mma.sync kernel otherwise (choose_causal_kernel, causal_launch.h); pooled scores, Top-k and sparse
+// prefill run on mma.sync. The forced variants (kMma, kWgmma, kWarpSpecialized, kWarpSpecializedTma)
+// run what they name on every call.
 // Run-time rules: the views must match the plan's shape (dtype, heads, head dim; batch, total_q,
 // q_len, kv_len within its limits); q, K, V and o 16-byte aligned. Host-side fields are checked
 // here (Status naming the field); device data (lengths, page ids, rows, head maps) is checked by

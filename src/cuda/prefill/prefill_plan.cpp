@@ -17,7 +17,46 @@ constexpr size_t kAlign = 256;
 
 size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
+bool is_warp_specialized(PrefillKernels kernels) {
+  return kernels == PrefillKernels::kWarpSpecialized || kernels == PrefillKernels::kWarpSpecializedTma;
+}
+
+// Whether the warp-specialised kernels of (type, head_dim) can run here, preparing them if so: false
+// when the build holds no sm_90a code for them; an error Status when the runtime fails otherwise.
+Result<bool> prepare_warp_specialized(prefill::ElementType type, int head_dim) {
+#ifndef KASCADE_CUDA_HAS_SM90A
+  // Built without sm_90a code (KASCADE_CUDA_ARCHS has no 90a): the kernels would trap.
+  (void)type;
+  (void)head_dim;
+  return false;
+#else
+  const cudaError_t error = prefill::prepare_ws_attention(type, head_dim);
+  if (error == cudaErrorInvalidDeviceFunction) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  KC_CUDA_RETURN_IF_ERROR(error);
+  return true;
+#endif
+}
+
 }  // namespace
+
+const char* prefill_kernels_name(PrefillKernels kernels) {
+  switch (kernels) {
+    case PrefillKernels::kAuto:
+      return "auto";
+    case PrefillKernels::kMma:
+      return "mma";
+    case PrefillKernels::kWgmma:
+      return "wgmma";
+    case PrefillKernels::kWarpSpecialized:
+      return "ws";
+    case PrefillKernels::kWarpSpecializedTma:
+      return "ws_tma";
+  }
+  return "unknown";
+}
 
 Status supports_prefill(const PrefillShape& shape) {
   KC_CHECK_ARG(shape.dtype == DType::kF16 || shape.dtype == DType::kBF16, "dtype is ", dtype_name(shape.dtype),
@@ -53,8 +92,11 @@ Status supports_prefill(const PrefillShape& shape) {
 size_t PrefillPlan::selection_scratch_bytes() const { return workspace.total_bytes - workspace.lse; }
 
 Result<PrefillPlan> layout_prefill_plan(const PrefillShape& shape, const PrefillPlanOptions& options, int32_t num_sms,
-                                        int32_t pool_ctas_per_sm) {
+                                        int32_t pool_ctas_per_sm, bool warp_specialized_ready) {
   KC_RETURN_IF_ERROR(supports_prefill(shape));
+  KC_CHECK_ARG(options.kernels == PrefillKernels::kAuto || options.kernels == PrefillKernels::kMma ||
+                   options.kernels == PrefillKernels::kWgmma || is_warp_specialized(options.kernels),
+               "options.kernels holds unknown value ", static_cast<int>(options.kernels));
   KC_CHECK_ARG(options.tiles_in_flight >= 0, "options.tiles_in_flight is ", options.tiles_in_flight,
                "; expected >= 0 (0: automatic)");
   KC_CHECK_ARG(options.key_splits >= 0, "options.key_splits is ", options.key_splits, "; expected >= 0 (0: automatic)");
@@ -62,9 +104,8 @@ Result<PrefillPlan> layout_prefill_plan(const PrefillShape& shape, const Prefill
   PrefillPlan plan;
   plan.shape = shape;
   plan.selection = options.selection;
-  plan.wgmma = options.wgmma;
-  plan.warp_specialized = options.warp_specialized;
-  plan.ws_tma = options.warp_specialized && options.ws_tma;
+  plan.kernels = options.kernels == PrefillKernels::kAuto && !warp_specialized_ready ? PrefillKernels::kMma
+                                                                                      : options.kernels;
   plan.num_sms = num_sms;
   const int32_t group = shape.num_heads / shape.num_kv_heads;
   plan.pool_m_tiles = shape.tile_size * group <= prefill::kBlockRows ? 1 : 2;
@@ -110,36 +151,37 @@ Result<PrefillPlan> plan_prefill(const PrefillShape& shape, const PrefillPlanOpt
   KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
   KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (options.wgmma && (major != 9 || minor != 0)) {
-    return unsupported("options.wgmma needs an sm_90 device (Hopper); this one is sm_", major, minor);
+  const bool sm90 = major == 9 && minor == 0;
+  const PrefillKernels requested = options.kernels;
+  if ((requested == PrefillKernels::kWgmma || is_warp_specialized(requested)) && !sm90) {
+    return unsupported("options.kernels = ", prefill_kernels_name(requested),
+                       " needs an sm_90 device (Hopper); this one is sm_", major, minor);
   }
-  if (options.warp_specialized && (major != 9 || minor != 0)) {
-    return unsupported("options.warp_specialized needs an sm_90 device (Hopper); this one is sm_", major, minor);
+  // kAuto asks the same question as the forced variants, and falls back to mma.sync on "no".
+  bool warp_specialized_ready = false;
+  if (is_warp_specialized(requested) || (requested == PrefillKernels::kAuto && sm90)) {
+    KC_ASSIGN_OR_RETURN(warp_specialized_ready, prepare_warp_specialized(type, shape.head_dim));
+    if (!warp_specialized_ready && requested != PrefillKernels::kAuto) {
+      return unsupported("options.kernels = ", prefill_kernels_name(requested),
+                         ": this build holds no sm_90a code (configure with KASCADE_CUDA_ARCHS containing 90a-real)");
+    }
   }
-  if (options.warp_specialized) {
-    const cudaError_t error = prefill::prepare_ws_attention(type, shape.head_dim);
-    if (error == cudaErrorInvalidDeviceFunction) {
+  const bool wgmma = requested == PrefillKernels::kWgmma;
+  int pool_ctas_per_sm = 0;
+  const cudaError_t prepared[] = {
+      prefill::prepare_dense_attention(type, shape.head_dim, wgmma),
+      prefill::prepare_lse_attention(type, shape.head_dim, wgmma),
+      prefill::prepare_sparse_attention(type, shape.head_dim, wgmma),
+      prefill::prepare_pooled_scores(type, shape.head_dim, m_tiles, wgmma, &pool_ctas_per_sm)};
+  for (const cudaError_t error : prepared) {
+    if (wgmma && error == cudaErrorInvalidDeviceFunction) {
       (void)cudaGetLastError();
-      return unsupported("options.warp_specialized: this build holds no sm_90a code (configure with "
+      return unsupported("options.kernels = wgmma: this build holds no sm_90a code (configure with "
                          "KASCADE_CUDA_ARCHS containing 90a-real)");
     }
     KC_CUDA_RETURN_IF_ERROR(error);
   }
-  int pool_ctas_per_sm = 0;
-  const cudaError_t prepared[] = {
-      prefill::prepare_dense_attention(type, shape.head_dim, options.wgmma),
-      prefill::prepare_lse_attention(type, shape.head_dim, options.wgmma),
-      prefill::prepare_sparse_attention(type, shape.head_dim, options.wgmma),
-      prefill::prepare_pooled_scores(type, shape.head_dim, m_tiles, options.wgmma, &pool_ctas_per_sm)};
-  for (const cudaError_t error : prepared) {
-    if (options.wgmma && error == cudaErrorInvalidDeviceFunction) {
-      (void)cudaGetLastError();
-      return unsupported("options.wgmma: this build holds no sm_90a code (configure with KASCADE_CUDA_ARCHS "
-                         "containing 90a-real)");
-    }
-    KC_CUDA_RETURN_IF_ERROR(error);
-  }
-  return layout_prefill_plan(shape, options, num_sms, pool_ctas_per_sm);
+  return layout_prefill_plan(shape, options, num_sms, pool_ctas_per_sm, warp_specialized_ready);
 }
 
 Status initialize_prefill_workspace(const PrefillPlan& plan, void* workspace, cudaStream_t stream) {

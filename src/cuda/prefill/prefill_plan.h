@@ -3,7 +3,8 @@
 // waves of tiles, and the layout of the caller's workspace. A plan is made on the host once per
 // batch shape; the ops (prefill_ops.h) only launch kernels — lengths, rows and head maps are read
 // on the device — so a prefill call can be captured in a CUDA graph and replayed with new data of
-// the same limits.
+// the same limits. The plan also fixes the kernel family (PrefillKernels below): by default the
+// fastest one measured that the device and build can run, chosen per call for the causal passes.
 //
 // Memory of anchor selection: the LSE of the call's queries ([max_total_q, H] fp32) plus the score
 // scratch of one wave, tiles_in_flight × G × n fp32 (the tiles of a wave are pooled and selected
@@ -33,25 +34,41 @@ struct PrefillShape {
   int32_t tile_size = 32;     // T of the rows anchor selection writes; T·g <= 256
 };
 
+// Which kernels a plan runs. Every variant computes the same attention (the tests hold each to the
+// CPU reference); they differ in speed and in the devices and builds they need. Measured on the
+// H200 (bf16, H = 32, G = 8, d = 128, causal, TFLOP/s at 16K / 128K keys; cuDNN SDPA 673 / 581):
+// dense prefill mma 182 / 185, ws 206 / 220 contiguous but 113 / 114 with 16-key pages, ws_tma
+// 616 / 496 contiguous and 613 / 501 with 128-key pages; the LSE pass on ws_tma 427 / 412.
+enum class PrefillKernels {
+  // The default: on an sm_90 device with a build holding sm_90a code (KASCADE_CUDA_ARCHS with
+  // 90a-real), each causal pass (dense prefill, the anchor's LSE pass) runs the warp-specialised
+  // mainloop with the TMA K/V producer when the call's K/V layout allows TMA (contiguous, or pages
+  // of a multiple of 128 keys: ws_tensor_map.h) and the mma.sync kernel otherwise; elsewhere
+  // everything runs on mma.sync. Pooled scores, Top-k and sparse prefill run on mma.sync.
+  kAuto,
+  kMma,    // forced: every kernel on mma.sync (runs on every device the build targets)
+  kWgmma,  // forced: Q·Kᵀ of every kernel on sm_90a warpgroup MMAs issued synchronously
+  // forced: the causal passes on the warp-specialised sm_90a mainloop (ws_attention_kernel.cuh:
+  // producer warpgroup, mbarrier ring, two ping-ponging consumer warpgroups on wgmma, persistent
+  // longest-first grid) with the cp.async K/V producer; the other kernels on mma.sync.
+  kWarpSpecialized,
+  // forced: as kWarpSpecialized, with the TMA K/V producer wherever the call's layout allows it and
+  // the cp.async producer for other layouts (and for each unit's last, partial tile).
+  kWarpSpecializedTma,
+};
+
+// "auto", "mma", "wgmma", "ws", "ws_tma" (the benchmark's --variants names).
+const char* prefill_kernels_name(PrefillKernels kernels);
+
 struct PrefillPlanOptions {
   bool selection = true;  // reserve the anchor's LSE and score scratch (select / anchor ops)
   int32_t tiles_in_flight = 0;  // tiles pooled and selected per wave; 0: as many as fit the budget below
   size_t selection_scratch_budget = size_t{256} << 20;  // bytes of score scratch when tiles_in_flight = 0
   int32_t key_splits = 0;  // CTAs per (tile, group) of the pooled-score kernel; 0: enough to fill the GPU
-  // Q·Kᵀ of every kernel on sm_90a warpgroup MMAs (wgmma) instead of mma.sync. Needs an sm_90 device
-  // and a build with 90a-real; refused (kUnsupported) otherwise. Off by default until measured.
-  bool wgmma = false;
-  // Dense prefill and the anchor's LSE pass on the warp-specialised sm_90a mainloop
-  // (ws_attention_kernel.cuh: producer warpgroup, mbarrier ring, two ping-ponging consumer
-  // warpgroups on wgmma, persistent longest-first grid). Needs an sm_90 device and a build with
-  // 90a-real; refused (kUnsupported) otherwise. Off by default until measured on the GPU; the other
-  // kernels (pooled scores, Top-k, sparse) keep the path `wgmma` selects.
-  bool warp_specialized = false;
-  // With warp_specialized: the producer loads K/V tiles by TMA (cp.async.bulk.tensor, tensor maps
-  // encoded per call) whenever the call's layout allows it (contiguous K/V, or pages of a multiple
-  // of 128 keys: ws_tensor_map.h), keeping cp.async for other page sizes and for each unit's last,
-  // partial tile. Ignored without warp_specialized. Off by default until measured on the GPU.
-  bool ws_tma = false;
+  // kAuto picks per call (see PrefillKernels). The forced sm_90a variants (kWgmma,
+  // kWarpSpecialized, kWarpSpecializedTma) are refused (kUnsupported) off sm_90 devices and by
+  // builds without sm_90a code; kAuto falls back to mma.sync there.
+  PrefillKernels kernels = PrefillKernels::kAuto;
 };
 
 // OK when the prefill kernels are built for `shape`; otherwise a Status naming the value
@@ -71,9 +88,11 @@ struct PrefillWorkspaceLayout {
 struct PrefillPlan {
   PrefillShape shape;
   bool selection = false;
-  bool wgmma = false;           // Q·Kᵀ on wgmma (sm_90a)
-  bool warp_specialized = false;  // dense + LSE on the warp-specialised sm_90a mainloop
-  bool ws_tma = false;            // warp_specialized with the TMA K/V producer where the layout allows
+  // The options' kernels, resolved for the planned device and build: kAuto stays only when the
+  // warp-specialised sm_90a kernels are ready there (else it becomes kMma). The kernel of each
+  // causal pass is then chosen per call from this and the call's K/V layout (choose_causal_kernel
+  // in causal_launch.h).
+  PrefillKernels kernels = PrefillKernels::kMma;
   int32_t num_sms = 1;          // multiprocessors of the planned device (persistent grids)
   int32_t tiles_in_flight = 0;  // W
   int32_t num_waves = 0;        // ceil(most tile slots a call can have / W)
@@ -83,19 +102,27 @@ struct PrefillPlan {
   PrefillWorkspaceLayout workspace;
 
   int32_t slot_capacity() const { return num_waves * tiles_in_flight; }
+  // Q·Kᵀ of the reference kernels (attention_kernel.cuh: causal fallback, sparse; pooled scores) on
+  // sm_90a wgmma rather than mma.sync.
+  bool uses_wgmma() const { return kernels == PrefillKernels::kWgmma; }
   // Device bytes anchor selection uses besides the caller's index rows (LSE + score scratch).
   size_t selection_scratch_bytes() const;
 };
 
-// Checks the shape, prepares the kernels on the current device (shared-memory limits) and lays out
-// the workspace. Fails with kUnsupported for a shape the kernels are not built for and with
-// kInternal when the CUDA runtime fails (no device, for instance).
+// Checks the shape, prepares the kernels on the current device (shared-memory limits), resolves
+// options.kernels (kAuto keeps the warp-specialised family when the device is sm_90 and the build
+// holds its sm_90a code) and lays out the workspace. Fails with kUnsupported for a shape the kernels
+// are not built for or a forced variant the device or build cannot run, and with kInternal when the
+// CUDA runtime fails (no device, for instance).
 Result<PrefillPlan> plan_prefill(const PrefillShape& shape, const PrefillPlanOptions& options = {});
 
 // The arithmetic of plan_prefill without the device: what plan_prefill computes once it knows the
-// device's multiprocessor count and how many pooled-score CTAs fit on one. Needs no GPU.
+// device's multiprocessor count, how many pooled-score CTAs fit on one and whether the
+// warp-specialised kernels are ready (sm_90 device, sm_90a code; kAuto resolves to kMma without
+// them). Forced variants are taken as given (plan_prefill refuses them where they cannot run).
+// Needs no GPU.
 Result<PrefillPlan> layout_prefill_plan(const PrefillShape& shape, const PrefillPlanOptions& options, int32_t num_sms,
-                                        int32_t pool_ctas_per_sm);
+                                        int32_t pool_ctas_per_sm, bool warp_specialized_ready = false);
 
 // Zeroes the error word, asynchronously on `stream`.
 Status initialize_prefill_workspace(const PrefillPlan& plan, void* workspace, cudaStream_t stream);

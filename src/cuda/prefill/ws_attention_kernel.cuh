@@ -1,7 +1,7 @@
 // src/cuda/prefill/ws_attention_kernel.cuh — the warp-specialised Hopper (sm_90a) prefill mainloop in
 // the style of FlashAttention-3, behind dense causal prefill (o + lse) and the anchor's LSE pass.
-// Same semantics, rows and key tiling rules as attention_kernel.cuh (the reference path, selected
-// by PrefillPlanOptions::warp_specialized = false).
+// Same semantics, rows and key tiling rules as attention_kernel.cuh (the reference path). Which one
+// a call runs: PrefillPlanOptions::kernels and choose_causal_kernel (causal_launch.h).
 //
 // CTA = 3 warpgroups (384 threads), persistent: CTA c takes units c, c + gridDim.x, ... of the
 // (row block, KV group, sequence) units ordered longest key list first (row blocks from the last).
@@ -16,8 +16,8 @@
 //     wgmma, the async proxy) → mbarrier arrive on the slot's "full" barrier (128 arrivals). Before
 //     blocking on a slot's "empty" barrier the producer publishes everything it issued, so no
 //     consumer ever waits for a load that the producer holds back.
-//     kTma (PrefillPlanOptions::ws_tma, ws_tensor_map.h): K/V tiles lying wholly in the key list
-//     and in one page are loaded by TMA instead — thread 0 arms the slot's "full" barrier
+//     kTma (PrefillKernels::kAuto / kWarpSpecializedTma, ws_tensor_map.h): K/V tiles lying wholly
+//     in the key list and in one page are loaded by TMA instead — thread 0 arms the slot's "full" barrier
 //     (1 arrival + the tile's bytes) and issues one cp.async.bulk.tensor box per 64 columns, which
 //     land in the same 128-byte-swizzled layout; the unit's last, partial tile (zero fill) and tiles
 //     on bad page ids go through cp.async, waited for and published by one arrival.
