@@ -5,6 +5,9 @@
 #include "eval/templates.h"
 
 #include <array>
+#include <deque>
+#include <string>
+#include <vector>
 
 namespace kascade::eval {
 
@@ -94,24 +97,50 @@ constexpr std::array kVtDev = {
                " Answer: Following the assignments in the text above, {num} variables hold the number {query}, "
                "namely:"},
 };
-constexpr std::array kVtTrain = {
-    VtPhrasing{"Keep track of the variable assignments scattered through the following text.",
-               "SET {var} = {value}.", "SET {var} = {src}.",
-               "Question: List all variables whose value is {query} once every assignment is done.",
+// Train: every statement style x instruction x question/answer wording (vt_phrasings builds the
+// product once), so that a small model learns the chain structure rather than one syntax: the eval
+// syntax (RULER's "VAR x = VAR y") and the dev syntax ("LET x BE y") are among none of them.
+struct VtStatements {
+  std::string_view assign_value;
+  std::string_view assign_var;
+};
+constexpr std::array kVtTrainStatements = {
+    VtStatements{"SET {var} = {value}.", "SET {var} = {src}."},
+    VtStatements{"{var} := {value}.", "{var} := {src}."},
+    VtStatements{"DEFINE {var} AS {value}.", "DEFINE {var} AS {src}."},
+    VtStatements{"COPY {value} INTO {var}.", "COPY {src} INTO {var}."},
+    VtStatements{"INT {var} = {value}.", "INT {var} = INT {src}."},
+    VtStatements{"REG {var} = {value}.", "REG {var} = REG {src}."},
+    VtStatements{"NUM {var} = {value}.", "NUM {var} = NUM {src}."},
+    VtStatements{"{var} <- {value}.", "{var} <- {src}."},
+    VtStatements{"SAVE {value} IN {var}.", "SAVE {src} IN {var}."},
+    VtStatements{"ASSIGN {value} TO {var}.", "ASSIGN {src} TO {var}."},
+    VtStatements{"{var} EQUALS {value}.", "{var} EQUALS {src}."},
+    VtStatements{"MOV {var}, {value}.", "MOV {var}, {src}."},
+    VtStatements{"PUT {value} IN {var}.", "PUT {src} IN {var}."},
+    VtStatements{"{var} IS {value}.", "{var} IS {src}."},
+};
+constexpr std::array<std::string_view, 4> kVtTrainInstructions = {
+    "Keep track of the variable assignments scattered through the following text.",
+    "The following text contains chains of assignments. Track which variable receives which value.",
+    "Variables are defined throughout the text below; remember how their values pass from one to another.",
+    "Trace the chains of copies hidden in the following text.",
+};
+struct VtQuestion {
+  std::string_view question;
+  std::string_view answer_prefix;
+};
+constexpr std::array kVtTrainQuestions = {
+    VtQuestion{"Question: List all variables whose value is {query} once every assignment is done.",
                " Answer: Tracing the assignments in the text above, {num} variables have the value {query}:"},
-    VtPhrasing{"The following text contains chains of assignments. Track which variable receives which value.",
-               "{var} := {value}.", "{var} := {src}.",
-               "Question: Name every variable that ends up equal to {query}.",
+    VtQuestion{"Question: Name every variable that ends up equal to {query}.",
                " Answer: {num} variables end up equal to {query}:"},
-    VtPhrasing{"Variables are defined throughout the text below; remember how their values pass from one to "
-               "another.",
-               "DEFINE {var} AS {value}.", "DEFINE {var} AS {src}.",
-               "Question: Which variables are defined as {query}, directly or through other variables?",
+    VtQuestion{"Question: Which variables are defined as {query}, directly or through other variables?",
                " Answer: The {num} variables defined as {query} are:"},
-    VtPhrasing{"Trace the chains of copies hidden in the following text.",
-               "COPY {value} INTO {var}.", "COPY {src} INTO {var}.",
-               "Question: Which variables contain {query} after all the copies are made?",
+    VtQuestion{"Question: Which variables contain {query} after all the copies are made?",
                " Answer: After all the copies, {num} variables contain {query}:"},
+    VtQuestion{"Question: Give every variable that holds {query} at the end.",
+               " Answer: Following each chain in the text above, {num} variables hold {query}. They are:"},
 };
 
 // ---- cwe ----------------------------------------------------------------------------------------
@@ -193,27 +222,59 @@ constexpr std::array kFactDev = {
                  "Question: Who is the harbour master of the largest port of {country}?",
                  " Answer: The harbour master of the largest port of {country} is"},
 };
-constexpr std::array kFactTrain = {
-    FactPhrasing{"Some facts about imaginary realms are scattered through the following text. Combine them to "
-                 "answer the question.",
+// Train: the three hand-written phrasings below plus every (place relation, role relation) pair in
+// every sentence pattern (fact_phrasings builds them once), so that a small model learns to chain
+// two facts whatever the relations are called; the eval relations (capital, mayor) and the dev
+// ones (largest port, harbour master) are not among them.
+constexpr std::array<std::string_view, 3> kFactTrainInstructions = {
+    "Some facts about imaginary realms are scattered through the following text. Combine them to answer the "
+    "question.",
+    "Read the text below; it hides facts about made-up countries. Answer by chaining two facts.",
+    "Facts about fictional nations appear in the following passage. Use them to answer the final question.",
+};
+constexpr std::array kFactTrainFixed = {
+    FactPhrasing{kFactTrainInstructions[0],
                  "The royal seat of {country} is the town of {city}.", "The town of {city} is governed by {person}.",
                  "Question: Who governs the royal seat of {country}?",
                  " Answer: The royal seat of {country} is governed by"},
-    FactPhrasing{"Read the text below; it hides facts about made-up countries. Answer by chaining two facts.",
+    FactPhrasing{kFactTrainInstructions[1],
                  "{country} keeps its treasury in the city of {city}.", "The treasurer of {city} is {person}.",
                  "Question: Who is the treasurer of the city where {country} keeps its treasury?",
                  " Answer: The treasurer of the city where {country} keeps its treasury is"},
-    FactPhrasing{"Facts about fictional nations appear in the following passage. Use them to answer the final "
-                 "question.",
+    FactPhrasing{kFactTrainInstructions[2],
                  "The oldest university of {country} is in {city}.",
                  "The rector of the university in {city} is {person}.",
                  "Question: Who is the rector of the oldest university of {country}?",
                  " Answer: The rector of the oldest university of {country} is"},
 };
+constexpr std::array<std::string_view, 12> kFactTrainPlaces = {
+    "chief fortress", "holy city", "main market town", "summer residence", "mining town", "border town",
+    "naval base",     "river city", "trading post",     "seat of parliament", "northern garrison", "spa town"};
+constexpr std::array<std::string_view, 12> kFactTrainRoles = {
+    "governor",      "bishop",     "chief judge", "head librarian", "garrison commander", "master builder",
+    "chief physician", "tax collector", "high priest", "lord warden", "guild master", "chief engineer"};
+// One sentence pattern; {place} and {role} are filled when the phrasings are built, the other
+// placeholders when a sample is generated.
+struct FactPattern {
+  std::string_view first_fact;     // {place} {country} {city}
+  std::string_view second_fact;    // {role} {city} {person}
+  std::string_view question;       // {place} {role} {country}
+  std::string_view answer_prefix;  // {place} {role} {country}
+};
+constexpr std::array kFactTrainPatterns = {
+    FactPattern{"The {place} of {country} is {city}.", "The {role} of {city} is {person}.",
+                "Question: Who is the {role} of the {place} of {country}?",
+                " Answer: The {role} of the {place} of {country} is"},
+    FactPattern{"{city} is the {place} of {country}.", "{person} is the {role} of {city}.",
+                "Question: Name the {role} of the {place} of {country}.",
+                " Answer: The {role} of the {place} of {country} is"},
+    FactPattern{"In {country}, the {place} is {city}.", "In {city}, the {role} is {person}.",
+                "Question: In the {place} of {country}, who serves as {role}?",
+                " Answer: In the {place} of {country}, the {role} is"},
+};
 
-template <typename T, size_t A, size_t B, size_t C>
-std::span<const T> pick(Split split, const std::array<T, A>& train, const std::array<T, B>& dev,
-                        const std::array<T, C>& eval) {
+template <typename T>
+std::span<const T> pick(Split split, std::span<const T> train, std::span<const T> dev, std::span<const T> eval) {
   switch (split) {
     case Split::kTrain: return train;
     case Split::kDev: return dev;
@@ -221,15 +282,68 @@ std::span<const T> pick(Split split, const std::array<T, A>& train, const std::a
   }
   return eval;
 }
+template <typename T, size_t A, size_t B, size_t C>
+std::span<const T> pick(Split split, const std::array<T, A>& train, const std::array<T, B>& dev,
+                        const std::array<T, C>& eval) {
+  return pick(split, std::span<const T>(train), std::span<const T>(dev), std::span<const T>(eval));
+}
 
 }  // namespace
 
 std::span<const NiahPhrasing> niah_phrasings(Split s) { return pick(s, kNiahTrain, kNiahDev, kNiahEval); }
-std::span<const VtPhrasing> vt_phrasings(Split s) { return pick(s, kVtTrain, kVtDev, kVtEval); }
+std::span<const VtPhrasing> vt_phrasings(Split s) {
+  static const std::vector<VtPhrasing> train = [] {
+    std::vector<VtPhrasing> v;
+    for (const auto& st : kVtTrainStatements) {
+      for (const auto instruction : kVtTrainInstructions) {
+        for (const auto& q : kVtTrainQuestions) {
+          v.push_back(VtPhrasing{instruction, st.assign_value, st.assign_var, q.question, q.answer_prefix});
+        }
+      }
+    }
+    return v;
+  }();
+  return pick(s, std::span<const VtPhrasing>(train), std::span<const VtPhrasing>(kVtDev),
+              std::span<const VtPhrasing>(kVtEval));
+}
 std::span<const CwePhrasing> cwe_phrasings(Split s) { return pick(s, kCweTrain, kCweDev, kCweEval); }
 std::span<const FwePhrasing> fwe_phrasings(Split s) { return pick(s, kFweTrain, kFweDev, kFweEval); }
 std::span<const KvPhrasing> kv_phrasings(Split s) { return pick(s, kKvTrain, kKvDev, kKvEval); }
-std::span<const FactPhrasing> fact_phrasings(Split s) { return pick(s, kFactTrain, kFactDev, kFactEval); }
+std::span<const FactPhrasing> fact_phrasings(Split s) {
+  // The built strings live in `storage` (a deque: its elements never move); the phrasings view them.
+  static std::deque<std::string> storage;
+  static const std::vector<FactPhrasing> train = [] {
+    std::vector<FactPhrasing> v(kFactTrainFixed.begin(), kFactTrainFixed.end());
+    auto fill = [](std::string_view tmpl, std::string_view place, std::string_view role) -> std::string_view {
+      std::string out;
+      for (size_t i = 0; i < tmpl.size();) {
+        if (tmpl.substr(i, 7) == "{place}") {
+          out.append(place);
+          i += 7;
+        } else if (tmpl.substr(i, 6) == "{role}") {
+          out.append(role);
+          i += 6;
+        } else {
+          out.push_back(tmpl[i++]);
+        }
+      }
+      return storage.emplace_back(std::move(out));
+    };
+    size_t instruction = 0;
+    for (const auto& pattern : kFactTrainPatterns) {
+      for (const auto place : kFactTrainPlaces) {
+        for (const auto role : kFactTrainRoles) {
+          v.push_back(FactPhrasing{kFactTrainInstructions[instruction++ % kFactTrainInstructions.size()],
+                                   fill(pattern.first_fact, place, role), fill(pattern.second_fact, place, role),
+                                   fill(pattern.question, place, role), fill(pattern.answer_prefix, place, role)});
+        }
+      }
+    }
+    return v;
+  }();
+  return pick(s, std::span<const FactPhrasing>(train), std::span<const FactPhrasing>(kFactDev),
+              std::span<const FactPhrasing>(kFactEval));
+}
 
 std::string_view noise_sentences(Split split) {
   switch (split) {

@@ -4,7 +4,8 @@
 // answer prefix) and its noise sentences; no phrasing is shared between splits, so a model
 // trained on the train split never saw the eval wording. Eval uses RULER's own templates
 // (scripts/data/synthetic/constants.py) where RULER has the task; train has several variants per
-// task so that a model learns the task rather than one wording; dev has one.
+// task so that a model learns the task rather than one wording (vt and multihop_qa: the product of
+// statement styles / relation names, instructions and questions, built once on first use); dev has one.
 // Placeholders are {name}; format_template() substitutes them.
 // Tested by tests/unit/eval/test_splits.cpp (disjointness, every placeholder resolves).
 #pragma once

@@ -205,7 +205,9 @@ std::vector<std::string> word_keys_of(const std::string& text) {
     if (names.size() == 1 && numbers.size() == 1) {
       value_of[names[0]] = numbers[0];
     } else if (names.size() == 2 && numbers.empty()) {
-      const bool reversed = segment.find("INTO") != std::string::npos;  // "COPY src INTO var"
+      // "COPY src INTO var", "SAVE src IN var", "ASSIGN src TO var": the source comes first.
+      const bool reversed = segment.find(" INTO ") != std::string::npos || segment.find(" IN ") != std::string::npos ||
+                            segment.find(" TO ") != std::string::npos;
       const std::string& lhs = reversed ? names[1] : names[0];
       const std::string& rhs = reversed ? names[0] : names[1];
       if (!value_of.count(rhs)) return ::testing::AssertionFailure() << rhs << " is used before it is assigned";
@@ -281,9 +283,9 @@ std::vector<std::pair<int64_t, std::string>> ranked_words(const std::string& con
 }
 
 // All matches of a fact template in `text`: {country} and {city} match one capitalised word
-// ([A-Z][a-z]+), {person} two; the captures in placeholder order.
-std::vector<std::vector<std::string>> match_template(std::string_view tmpl, const std::string& text) {
-  std::vector<std::vector<std::string>> out;
+// ([A-Z][a-z]+), {person} two; the captures by placeholder name (a pattern may name the city first).
+std::vector<std::map<std::string, std::string>> match_template(std::string_view tmpl, const std::string& text) {
+  std::vector<std::map<std::string, std::string>> out;
   auto name_at = [&](size_t p, int words, size_t* end) {
     size_t q = p;
     for (int w = 0; w < words; ++w) {
@@ -301,16 +303,17 @@ std::vector<std::vector<std::string>> match_template(std::string_view tmpl, cons
   };
   for (size_t start = 0; start < text.size(); ++start) {
     if (start > 0 && std::isalpha(static_cast<unsigned char>(text[start - 1]))) continue;
-    std::vector<std::string> caps;
+    std::map<std::string, std::string> caps;
     size_t p = start, t = 0;
     bool ok = true;
     while (ok && t < tmpl.size()) {
       if (tmpl[t] == '{') {
         const size_t close = tmpl.find('}', t);
-        const int words = tmpl.substr(t + 1, close - t - 1) == "person" ? 2 : 1;
+        const std::string placeholder(tmpl.substr(t + 1, close - t - 1));
+        const int words = placeholder == "person" ? 2 : 1;
         size_t end = 0;
         ok = name_at(p, words, &end);
-        if (ok) caps.push_back(text.substr(p, end - p));
+        if (ok) caps[placeholder] = text.substr(p, end - p);
         p = end;
         t = close + 1;
       } else {
@@ -328,11 +331,11 @@ std::vector<std::vector<std::string>> match_template(std::string_view tmpl, cons
   const FactPhrasing& phr = fact_phrasings(s.split)[static_cast<size_t>(s.template_id)];
   const std::string context = context_of(s);
   std::map<std::string, std::vector<std::string>> city_of, person_of;
-  for (const auto& m : match_template(phr.first_fact, context)) city_of[m[0]].push_back(m[1]);
-  for (const auto& m : match_template(phr.second_fact, context)) person_of[m[0]].push_back(m[1]);
+  for (const auto& m : match_template(phr.first_fact, context)) city_of[m.at("country")].push_back(m.at("city"));
+  for (const auto& m : match_template(phr.second_fact, context)) person_of[m.at("city")].push_back(m.at("person"));
   const auto q = match_template(phr.question, question_of(s));
   if (q.size() != 1) return ::testing::AssertionFailure() << "question unparsed";
-  const std::string country = q[0][0];
+  const std::string country = q[0].at("country");
   if (city_of[country].size() != 1) return ::testing::AssertionFailure() << country << ": " << city_of[country].size() << " first facts";
   const std::string city = city_of[country][0];
   if (person_of[city].size() != 1) return ::testing::AssertionFailure() << city << ": " << person_of[city].size() << " second facts";
