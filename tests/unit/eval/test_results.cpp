@@ -1,7 +1,8 @@
 // tests/unit/eval/test_results.cpp — the eval results table: aggregation, JSON and markdown output
 // against golden files whose numbers were computed by hand (tests/data/eval/results_small.*),
 // JSON round trip, input validation, and scripts/plot_eval.py run on the golden JSON (skipped
-// when python3 or matplotlib is missing) with the PNG header checked.
+// when python3 or matplotlib is missing) with the PNG header checked; scripts/plot_sweep.py's table
+// checked against hand-computed cells.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -131,4 +132,41 @@ TEST(EvalResults, PlotScriptWritesAPng) {
 }
 
 }  // namespace
+TEST(EvalResults, SweepScriptTabulatesPointsAgainstReference) {
+  if (std::system("python3 -c 'import matplotlib' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "python3 with matplotlib is not available";
+  }
+  const auto dir = std::filesystem::temp_directory_path() / ("kascade_sweep_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  // Point "2": a kascade-only run with other scores than results_small.json's kascade (point "1").
+  ResultsTable second;
+  ASSERT_TRUE(second.add_sample("niah_single_1", 2048, "kascade", 1.0, 0.25).ok());
+  ASSERT_TRUE(second.add_sample("vt", 2048, "kascade", 0.0, 0.5).ok());
+  const std::string second_json = (dir / "second.json").string();
+  ASSERT_TRUE(write_text_file(second_json, second.to_json(kMeta)).ok());
+  const std::string script = "python3 " + std::string(KASCADE_SOURCE_DIR) + "/scripts/plot_sweep.py --name anchors ";
+  const std::string prefix = (dir / "sweep").string();
+  const std::string cmd = script + "--out " + prefix + " --reference dense=" + kData + "results_small.json 1=" + kData +
+                          "results_small.json 2=" + second_json + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const std::string md = read_file(prefix + ".md");
+  // 2048 tokens: per task (point 1, point 2, dense), then the averages over the two tasks.
+  EXPECT_NE(md.find("| niah_single_1 | 50.0 | 100.0 | 100.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| vt | 50.0 | 0.0 | 75.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| **average** | **50.0** | **50.0** | **87.5** |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| keys attended (%) | 21.9 | 37.5 | 100.0 |"), std::string::npos) << md;
+  // 4096 tokens: point 2 has no cell there.
+  EXPECT_NE(md.find("| niah_single_1 | 100.0 | — | 100.0 |"), std::string::npos) << md;
+  EXPECT_EQ(read_file(prefix + ".png").substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  // A point holding two sparse policies is refused with status 2.
+  ResultsTable two;
+  ASSERT_TRUE(two.add_sample("vt", 2048, "kascade", 1.0, 0.25).ok());
+  ASSERT_TRUE(two.add_sample("vt", 2048, "quest", 1.0, 0.25).ok());
+  const std::string two_json = (dir / "two.json").string();
+  ASSERT_TRUE(write_text_file(two_json, two.to_json(kMeta)).ok());
+  const int rc = std::system((script + "--out " + prefix + "2 1=" + two_json + " >/dev/null 2>&1").c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace kascade::eval

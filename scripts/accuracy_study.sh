@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# scripts/accuracy_study.sh — the accuracy study of issue 7 in one command (run it on the GPU machine):
+# every attention policy at several lengths, then kascade vs the number of anchors and vs the Top-k
+# fraction, with tables and plots.
+#
+#   scripts/accuracy_study.sh KASCADE_BINARY OUT_DIR
+#
+# Steps (STEPS picks them; default "main anchors topk"):
+#   main     kascade eval over POLICIES x LENGTHS        -> OUT/main/{results.md,results.json,accuracy.png}
+#   anchors  kascade at 10 % with ANCHOR_COUNTS anchors  -> OUT/anchors.{md,png} (+ one eval folder each)
+#   topk     kascade with each of FRACTIONS               -> OUT/topk.{md,png}
+# Environment (defaults in brackets): MODEL [models/kascade-tiny], DEVICE [cuda], TASKS [all],
+# LENGTHS [4k,8k,16k,32k], SAMPLES [4], POLICIES [all ten], SWEEP_LENGTHS [LENGTHS], ANCHOR_COUNTS
+# [2 3 4 5 6 7 8], FRACTIONS [0.025 0.05 0.1 0.2], EXTRA (more `kascade eval` flags). The sweeps draw
+# dense from the main step as the reference line when the main step ran at those lengths. Each step
+# writes OUT/<step>.log; a summary table at the end; exit status non-zero when a step failed.
+# The commands run go to OUT/commands.txt (docs/accuracy.md quotes them). Tested on the CPU with
+# short settings by tests/scripts/test_accuracy_study.sh (CTest accuracy_study_script).
+set -u
+bin=${1:?KASCADE_BINARY}
+out=${2:?OUT_DIR}
+here=$(cd "$(dirname "$0")/.." && pwd)
+model=${MODEL:-$here/models/kascade-tiny}
+device=${DEVICE:-cuda}
+tasks=${TASKS:-all}
+lengths=${LENGTHS:-4k,8k,16k,32k}
+samples=${SAMPLES:-4}
+policies=${POLICIES:-dense,oracle,kascade,kascade-pooled,kascade-noremap,kascade-decode,streaming,quest,omnikv,lessismore}
+sweep_lengths=${SWEEP_LENGTHS:-$lengths}
+anchor_counts=${ANCHOR_COUNTS:-2 3 4 5 6 7 8}
+fractions=${FRACTIONS:-0.025 0.05 0.1 0.2}
+mkdir -p "$out"
+status=0
+summary=()
+run_eval() {  # run_eval NAME eval-args...
+  local name=$1 t0=$SECONDS
+  shift
+  local cmd=("$bin" eval -m "$model" --device "$device" --tasks "$tasks" --samples "$samples" --no-progress "$@" ${EXTRA:-})
+  echo "${cmd[*]}" >>"$out/commands.txt"
+  "${cmd[@]}" >"$out/$name.log" 2>&1
+  local rc=$?
+  summary+=("$(printf '%-16s rc %-3s %5ss' "$name" "$rc" "$((SECONDS - t0))")")
+  [[ $rc -eq 0 ]] || status=1
+  return $rc
+}
+reference=()
+for step in ${STEPS:-main anchors topk}; do
+  case $step in
+    main)
+      run_eval main --lengths "$lengths" --policies "$policies" -o "$out/main" && tail -n 60 "$out/main/results.md" ;;
+    anchors)
+      points=()
+      for k in $anchor_counts; do
+        run_eval "anchors-$k" --lengths "$sweep_lengths" --policies kascade --num-anchors "$k" -o "$out/anchors-$k" \
+          --no-plot && points+=("$k=$out/anchors-$k/results.json")
+      done
+      [[ -f "$out/main/results.json" ]] && reference=(--reference "dense=$out/main/results.json")
+      python3 "$here/scripts/plot_sweep.py" --name anchors --out "$out/anchors" "${reference[@]}" "${points[@]}" \
+        && cat "$out/anchors.md" || status=1 ;;
+    topk)
+      points=()
+      for f in $fractions; do
+        run_eval "topk-$f" --lengths "$sweep_lengths" --policies kascade --topk-fraction "$f" -o "$out/topk-$f" \
+          --no-plot && points+=("$f=$out/topk-$f/results.json")
+      done
+      [[ -f "$out/main/results.json" ]] && reference=(--reference "dense=$out/main/results.json")
+      python3 "$here/scripts/plot_sweep.py" --name topk --out "$out/topk" "${reference[@]}" "${points[@]}" \
+        && cat "$out/topk.md" || status=1 ;;
+    *) echo "accuracy_study.sh: unknown step $step"; status=1 ;;
+  esac
+done
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+exit $status
