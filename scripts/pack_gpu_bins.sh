@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# scripts/pack_gpu_bins.sh — packs a CUDA build's binaries for the GPU machine (which lacks most
+# Debian -dev libraries): kascade_cuda_tests, kascade_bench_prefill, kascade_bench_decode (when
+# built) and the kascade CLI, stripped, with the shared libraries they need from this machine
+# (OpenBLAS, PCRE2, libgomp, gfortran, quadmath) in lib/, into one xz tarball (~11 MB) that a
+# device call carries and unpacks for scripts/gpu_checks.sh:
+#   scripts/pack_gpu_bins.sh BUILD_DIR OUT.tar.xz
+#   (on the GPU machine) mkdir -p /tmp/b && tar xJf OUT.tar.xz -C /tmp/b && scripts/gpu_checks.sh /tmp/b OUT_DIR
+set -euo pipefail
+build=${1:?BUILD_DIR}
+tarball=${2:?OUT.tar.xz}
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/lib"
+for b in tests/kascade_cuda_tests bench/prefill/kascade_bench_prefill bench/kascade_bench_decode tools/kascade; do
+  if [[ -f "$build/$b" ]]; then
+    cp "$build/$b" "$stage/"
+  elif [[ "$b" != bench/kascade_bench_decode ]]; then
+    echo "pack_gpu_bins.sh: $build/$b is missing (build it first)" >&2
+    exit 1
+  fi
+done
+for l in libopenblas.so.0 libpcre2-8.so.0 libgomp.so.1 libgfortran.so.5 libquadmath.so.0; do
+  cp -L "/lib/x86_64-linux-gnu/$l" "$stage/lib/"
+done
+strip "$stage"/kascade*
+mkdir -p "$(dirname "$tarball")"
+tar cJf "$tarball" -C "$stage" .
+echo "pack_gpu_bins.sh: wrote $tarball ($(du -h "$tarball" | cut -f1))"
