@@ -20,12 +20,15 @@
 // rewritten after every configuration, so a run cut short keeps what it measured.
 // Every kernel runs in four forced variants (PrefillPlanOptions::kernels): Q·Kᵀ on mma.sync
 // ("mma", PrefillKernels::kMma), on sm_90a warpgroup MMAs issued synchronously ("wgmma"), and
-// "ws": dense prefill and the LSE pass on the warp-specialised sm_90a mainloop with the cp.async
-// K/V producer (pooling, Top-k and sparse stay on mma.sync), and "ws_tma": the same with the TMA
-// K/V producer where the layout allows it (contiguous K/V and pages of a multiple of 128 keys,
-// --page; cp.async otherwise). "auto" (not in the default list) is what the ops run by default:
-// ws_tma where the device, build and layout allow it, else mma.sync. The sm_90a variants are
-// skipped where the plan refuses them.
+// "ws": dense prefill, the LSE pass and sparse prefill (reuse, the anchor's sparse output: K/V rows
+// gathered key by key) on the warp-specialised sm_90a mainloop with cp.async producers (pooling and
+// Top-k stay on mma.sync), and "ws_tma": the same with the TMA K/V producer for the causal passes
+// and the warp-specialised pooled-score kernel where the layout allows TMA (contiguous K/V and pages
+// of a multiple of 128 keys, --page; cp.async / mma.sync pooling otherwise). "auto" (not in the
+// default list) is what the ops run by default: on sm_90a builds on Hopper the ws_tma kernels where
+// the layout allows TMA and the ws sparse kernel on every layout, else mma.sync. So the rows reuse,
+// anchor and anchor0 of --variants mma,ws_tma,auto compare the old loop with the new kernels. The
+// sm_90a variants are skipped where the plan refuses them.
 //   kascade_bench_prefill [--lens 8192,32768,65536,131072] [--dtypes f16,bf16]
 //                         [--layouts contiguous,paged] [--page 16] [--variants mma,wgmma,ws,ws_tma,auto]
 //                         [--kernels dense,lse,select,anchor0,anchor,reuse] [--reps 10] [--json results.json]

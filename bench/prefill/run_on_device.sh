@@ -50,6 +50,8 @@ small+=':Variants/DensePrefillVariantTest.LengthsPastThePlanSetTheErrorWord/ws'
 small+=':Shapes/DensePrefillTest.ChunksOfLongerSequences/bf16_H16_G2_d128_page128_ws'
 small+=':Shapes/DensePrefillTest.LsePassMatchesReference/f16_H12_G4_d64_page0_ws'
 small+=':AnchorPrefill.WarpSpecializedLayerZeroDenseOutput'
+small+=':SparsePrefill.WarpSpecializedOracleLayoutWithEmptyRows:SparsePrefill.WarpSpecializedBadRowsSetTheErrorWord'
+small+=':SelectPrefill.WarpSpecializedTmaPooledScoresStageMatchesReference'
 for s in ${STEPS:-tests memcheck racecheck bench cudnn report}; do
   case $s in
     tests) step tests tests "${TESTS_SECONDS:-300}" "$tests" --gtest_filter="$all" --gtest_output="xml:$out/tests.xml" ;;

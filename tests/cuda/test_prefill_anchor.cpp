@@ -7,8 +7,10 @@
 //   - tile-aligned rolling chunked prefill equals one-shot prefill exactly: the same rows per tile
 //     and the same o/lse bits, for both output forms.
 // Awkward lengths in varlen batches; outputs NaN-poisoned with guards; error word clear. The wgmma
-// variant and the warp-specialised dense / LSE kernels (PrefillKernels::kWarpSpecialized[Tma]) run
-// on sm_90 devices; the tests on default options run the automatic choice (PrefillKernels::kAuto).
+// variant and the warp-specialised kernels (PrefillKernels::kWarpSpecialized[Tma]: dense / LSE pass,
+// sparse output over gathered keys, and — on contiguous K/V or 128-key pages, the WarpSpecializedTma*
+// tests with a page size — the pooled-score kernel with the TMA producer) run on sm_90 devices; the
+// tests on default options run the automatic choice (PrefillKernels::kAuto).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -68,8 +70,9 @@ AnchorRun run_anchor(const PrefillPlan& plan, void* workspace, const QueryBatch&
   return run;
 }
 
-PrefillCase batch_case(DType dtype, int h, int g, int d) {
+PrefillCase batch_case(DType dtype, int h, int g, int d, int32_t page_size = 16) {
   PrefillCase c;
+  c.page_size = page_size;
   c.dtype = dtype;
   c.num_heads = h;
   c.num_kv_heads = g;
@@ -85,11 +88,11 @@ PrefillCase batch_case(DType dtype, int h, int g, int d) {
   return c;
 }
 
-void expect_layer_zero_matches(PrefillVariant variant) {
+void expect_layer_zero_matches(PrefillVariant variant, int32_t page_size = 16) {
   for (const bool lse_out : {true, false}) {
     SCOPED_TRACE(lse_out ? "caller lse" : "no caller lse");
     auto rng = testing::rng_for_test(lse_out);
-    const PrefillProblem p(batch_case(lse_out ? DType::kF16 : DType::kBF16, 8, 2, lse_out ? 128 : 64), rng);
+    const PrefillProblem p(batch_case(lse_out ? DType::kF16 : DType::kBF16, 8, 2, lse_out ? 128 : 64, page_size), rng);
     const PrefillCase& c = p.spec();
     PrefillRowsOnDevice rows = testing::plan_rows_on_device(c.q_lens, c.kv_lens, 32, c.num_kv_heads, testing::small_prefill_budget(), true);
     auto w = testing::make_prefill_workspace(p.shape(), testing::variant_options(variant));
@@ -124,7 +127,35 @@ TEST(AnchorPrefill, WarpSpecializedTmaLayerZeroDenseOutput) {
   expect_layer_zero_matches(PrefillVariant::kWarpSpecializedTma);
 }
 
-void expect_sparse_anchor_matches(bool permuted, PrefillVariant variant);
+void expect_sparse_anchor_matches(bool permuted, PrefillVariant variant, int32_t page_size = 16);
+
+// Layer 0 with the warp-specialised dense kernel and pooled-score kernel (TMA-readable layouts).
+TEST(AnchorPrefill, WarpSpecializedTmaLayerZeroOn128KeyPagesAndContiguous) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecializedTma);
+  for (const int32_t page_size : {128, 0}) {
+    SCOPED_TRACE("page size " + std::to_string(page_size));
+    expect_layer_zero_matches(PrefillVariant::kWarpSpecializedTma, page_size);
+  }
+}
+
+// Other anchors entirely on the warp-specialised kernels: LSE pass, pooled scores (TMA-readable
+// layouts) and the sparse output over the fresh rows; 16-key pages keep the pooling on mma.sync.
+TEST(AnchorPrefill, WarpSpecializedTmaSparseOutputOverFreshRows) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecializedTma);
+  for (const int32_t page_size : {128, 0, 16}) {
+    SCOPED_TRACE("page size " + std::to_string(page_size));
+    expect_sparse_anchor_matches(/*permuted=*/page_size != 0, PrefillVariant::kWarpSpecializedTma, page_size);
+  }
+}
+
+// The automatic choice on the same layouts.
+TEST(AnchorPrefill, AutoSparseOutputOverFreshRows_ws) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecializedTma);
+  for (const int32_t page_size : {128, 16}) {
+    SCOPED_TRACE("page size " + std::to_string(page_size));
+    expect_sparse_anchor_matches(/*permuted=*/true, PrefillVariant::kAuto, page_size);
+  }
+}
 
 TEST(AnchorPrefill, SparseOutputOverFreshRows) {
   KC_SKIP_WITHOUT_GPU();
@@ -145,10 +176,11 @@ TEST(AnchorPrefill, WarpSpecializedSparseOutputOverFreshRows) {
   expect_sparse_anchor_matches(/*permuted=*/true, PrefillVariant::kWarpSpecialized);
 }
 
-void expect_sparse_anchor_matches(bool permuted, PrefillVariant variant) {
+void expect_sparse_anchor_matches(bool permuted, PrefillVariant variant, int32_t page_size) {
   {
     auto rng = testing::rng_for_test(permuted);
-    const PrefillProblem p(batch_case(permuted ? DType::kBF16 : DType::kF16, 16, 4, permuted ? 64 : 128), rng);
+    const PrefillProblem p(batch_case(permuted ? DType::kBF16 : DType::kF16, 16, 4, permuted ? 64 : 128, page_size),
+                           rng);
     const PrefillCase& c = p.spec();
     PrefillRowsOnDevice rows = testing::plan_rows_on_device(c.q_lens, c.kv_lens, 32, c.num_kv_heads, testing::small_prefill_budget(), true);
     std::vector<int32_t> head_map;
@@ -185,11 +217,11 @@ void expect_sparse_anchor_matches(bool permuted, PrefillVariant variant) {
 }
 
 // Rolling chunked prefill in multiples of the tile equals one-shot prefill exactly (DESIGN.md §2.3).
-void expect_chunks_equal_one_shot(PrefillVariant variant) {
+void expect_chunks_equal_one_shot(PrefillVariant variant, int32_t page_size = 16) {
   for (const AnchorOutput output : {AnchorOutput::kSparse, AnchorOutput::kDense}) {
     SCOPED_TRACE(output == AnchorOutput::kSparse ? "sparse output" : "dense output");
     auto rng = testing::rng_for_test(static_cast<uint64_t>(output));
-    const PrefillCase c = testing::make_prefill_case(DType::kF16, 8, 2, 128, {1000}, {1000});
+    const PrefillCase c = testing::make_prefill_case(DType::kF16, 8, 2, 128, {1000}, {1000}, page_size);
     const PrefillProblem p(c, rng);
     PrefillPlanOptions options = testing::variant_options(variant);
     options.tiles_in_flight = 4;
@@ -243,6 +275,15 @@ TEST(AnchorPrefill, WarpSpecializedTileAlignedChunksEqualOneShot) {
 TEST(AnchorPrefill, WarpSpecializedTmaTileAlignedChunksEqualOneShot) {
   KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecializedTma);
   expect_chunks_equal_one_shot(PrefillVariant::kWarpSpecializedTma);
+}
+
+// The same with the warp-specialised pooled-score kernel (TMA-readable layouts) and gathered sparse output.
+TEST(AnchorPrefill, WarpSpecializedTmaTileAlignedChunksEqualOneShotOnTmaLayouts) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecializedTma);
+  for (const int32_t page_size : {128, 0}) {
+    SCOPED_TRACE("page size " + std::to_string(page_size));
+    expect_chunks_equal_one_shot(PrefillVariant::kWarpSpecializedTma, page_size);
+  }
 }
 
 }  // namespace

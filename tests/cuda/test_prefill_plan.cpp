@@ -133,6 +133,39 @@ TEST(PrefillPlan, WarpSpecializedScheduleCoversEveryUnitOnce) {
   }
 }
 
+// The warp-specialised pooled-score kernel's schedule (prefill_params.h: ws_pool_unit_coords): every
+// (wave slot, KV group, key chunk) is taken exactly once over all CTAs, and the chunks cover every
+// key tile of the longest candidate list exactly once.
+TEST(PrefillPlan, WarpSpecializedPoolScheduleCoversEveryUnitOnce) {
+  for (const auto& [wave_slots, kv_heads, max_kv_len, sms] :
+       {std::tuple{64, 8, 131072, 132}, std::tuple{1, 1, 1, 132}, std::tuple{9, 2, 4097, 7}, std::tuple{3, 4, 2048, 5}}) {
+    const int key_tiles = (max_kv_len + prefill::kWsBlockKeys - 1) / prefill::kWsBlockKeys;
+    const int chunks = (key_tiles + prefill::kWsPoolChunkTiles - 1) / prefill::kWsPoolChunkTiles;
+    const int64_t units = int64_t{wave_slots} * kv_heads * chunks;
+    const int ctas = prefill::ws_grid_ctas(units, sms);
+    std::vector<int> seen(static_cast<size_t>(units), 0);
+    std::vector<int> tile_seen(static_cast<size_t>(wave_slots) * kv_heads * key_tiles, 0);
+    for (int cta = 0; cta < ctas; ++cta) {
+      for (int64_t u = cta; u < units; u += ctas) {
+        const prefill::WsPoolUnitCoords at = prefill::ws_pool_unit_coords(static_cast<int>(u), wave_slots, kv_heads);
+        ASSERT_GE(at.slot, 0);
+        ASSERT_LT(at.slot, wave_slots);
+        ASSERT_GE(at.group, 0);
+        ASSERT_LT(at.group, kv_heads);
+        ASSERT_GE(at.chunk, 0);
+        ASSERT_LT(at.chunk, chunks);
+        ++seen[(static_cast<size_t>(at.chunk) * kv_heads + at.group) * wave_slots + at.slot];
+        const int t0 = at.chunk * prefill::kWsPoolChunkTiles;
+        for (int t = t0; t < std::min(key_tiles, t0 + prefill::kWsPoolChunkTiles); ++t) {
+          ++tile_seen[(static_cast<size_t>(at.slot) * kv_heads + at.group) * key_tiles + t];
+        }
+      }
+    }
+    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "unit " << i;
+    for (size_t i = 0; i < tile_seen.size(); ++i) ASSERT_EQ(tile_seen[i], 1) << "key tile " << i;
+  }
+}
+
 // The forced kernel variants reach the plan as given (whether or not the warp-specialised kernels
 // are ready: plan_prefill refuses them where they cannot run), with the multiprocessor count of the
 // persistent grids and the same workspace for every variant.
@@ -256,6 +289,57 @@ TEST(PrefillPlan, AutomaticKernelFollowsTheCallsLayout) {
     EXPECT_STREQ(prefill::causal_kernel_name(prefill::choose_causal_kernel(*not_ready, eligible)), "mma");
     EXPECT_STREQ(prefill::causal_kernel_name(prefill::choose_causal_kernel(*forced, eligible)),
                  prefill::causal_kernel_name(l.forced_tma));
+  }
+}
+
+// The sparse pass and the pooled-score wave, hand-enumerated for every plan kernel setting × layout
+// eligibility: the automatic choice runs the warp-specialised sparse kernel whenever its gather can
+// address the cache (any page size) and the warp-specialised pooled-score kernel only where TMA can
+// read K; the cp.async-producer variant (ws) keeps the pooling on mma.sync.
+TEST(PrefillPlan, ChooseSparseAndPoolKernelTables) {
+  using prefill::CausalKernel;
+  const struct {
+    PrefillKernels kernels;
+    bool eligible;
+    CausalKernel sparse, pool;
+  } cases[] = {
+      {PrefillKernels::kAuto, true, CausalKernel::kWarpSpecialized, CausalKernel::kWarpSpecializedTma},
+      {PrefillKernels::kAuto, false, CausalKernel::kMma, CausalKernel::kMma},
+      {PrefillKernels::kMma, true, CausalKernel::kMma, CausalKernel::kMma},
+      {PrefillKernels::kMma, false, CausalKernel::kMma, CausalKernel::kMma},
+      {PrefillKernels::kWgmma, true, CausalKernel::kWgmma, CausalKernel::kWgmma},
+      {PrefillKernels::kWgmma, false, CausalKernel::kWgmma, CausalKernel::kWgmma},
+      {PrefillKernels::kWarpSpecialized, true, CausalKernel::kWarpSpecialized, CausalKernel::kMma},
+      {PrefillKernels::kWarpSpecialized, false, CausalKernel::kMma, CausalKernel::kMma},
+      {PrefillKernels::kWarpSpecializedTma, true, CausalKernel::kWarpSpecialized, CausalKernel::kWarpSpecializedTma},
+      {PrefillKernels::kWarpSpecializedTma, false, CausalKernel::kMma, CausalKernel::kMma},
+  };
+  for (const auto& c : cases) {
+    PrefillPlan plan;
+    plan.kernels = c.kernels;
+    SCOPED_TRACE(std::string(prefill_kernels_name(c.kernels)) + (c.eligible ? ", eligible" : ", not eligible"));
+    EXPECT_STREQ(prefill::causal_kernel_name(prefill::choose_sparse_kernel(plan, c.eligible)),
+                 prefill::causal_kernel_name(c.sparse));
+    EXPECT_STREQ(prefill::causal_kernel_name(prefill::choose_pool_kernel(plan, c.eligible)),
+                 prefill::causal_kernel_name(c.pool));
+  }
+  // A plan that resolved kAuto to mma.sync (no sm_90a code or not Hopper) never picks a ws kernel.
+  auto not_ready = layout_prefill_plan(llama_shape(4096), PrefillPlanOptions{}, 132, 1, false);
+  ASSERT_TRUE(not_ready.ok());
+  EXPECT_STREQ(prefill::causal_kernel_name(prefill::choose_sparse_kernel(*not_ready, true)), "mma");
+  EXPECT_STREQ(prefill::causal_kernel_name(prefill::choose_pool_kernel(*not_ready, true)), "mma");
+}
+
+// The gathering producer addresses cache rows (page · page_size + slot) as int32.
+TEST(PrefillPlan, GatherEligibleLayouts) {
+  prefill::CallArgs call;
+  for (const auto& [pages, page_size, want] :
+       {std::tuple{1, 131072, true}, std::tuple{1 << 20, 16, true}, std::tuple{(1 << 27) - 1, 16, true},
+        std::tuple{1 << 27, 16, false}, std::tuple{1 << 24, 256, false}, std::tuple{(1 << 23) - 1, 256, true}}) {
+    SCOPED_TRACE(std::to_string(pages) + " pages of " + std::to_string(page_size));
+    call.num_pages = pages;
+    call.page_size = page_size;
+    EXPECT_EQ(prefill::ws_gather_eligible(call), want);
   }
 }
 

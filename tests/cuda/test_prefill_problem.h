@@ -49,10 +49,12 @@ class PrefillConfigTest : public ::testing::TestWithParam<PrefillConfig> {
 };
 
 // The prefill kernel families a plan can select (PrefillPlanOptions::kernels): mma.sync, wgmma
-// issued synchronously, and the warp-specialised sm_90a mainloop (dense + LSE pass; the other
-// kernels of such a plan stay on mma.sync) with the cp.async K/V producer (kWarpSpecialized) or
-// the TMA one (kWarpSpecializedTma; cp.async where the layout does not allow TMA). kAuto: the
-// default choice (ws_tma where the device, build and K/V layout allow it, else mma.sync).
+// issued synchronously, and the warp-specialised sm_90a kernels (dense + LSE pass and sparse
+// prefill with gathered keys; with kWarpSpecializedTma also the pooled scores; Top-k has one
+// kernel) with cp.async K/V producers (kWarpSpecialized) or the TMA one for the causal passes and
+// pooling (kWarpSpecializedTma; cp.async / mma.sync where the layout does not allow TMA). kAuto:
+// the default choice (causal_launch.h: ws_tma where the device, build and K/V layout allow it, the
+// ws sparse kernel on every layout of such a device and build, else mma.sync).
 enum class PrefillVariant { kMma, kWgmma, kWarpSpecialized, kWarpSpecializedTma, kAuto };
 const char* prefill_variant_name(PrefillVariant variant);
 // Options forcing `variant` (every other option at its default).

@@ -9,8 +9,11 @@
 //     fixed budgets, group sizes 1..8 (g = 8 pools 256 rows per tile), several waves and key splits;
 //   - all-zero queries (every candidate ties): rows are exactly 0 .. k_t - 1.
 // Index buffers start poisoned (-1); the device error word must stay clear. The wgmma variant and
-// the warp-specialised LSE pass (PrefillKernels::kWarpSpecialized[Tma]) run on sm_90 devices; the
-// tests on default options run the automatic choice (PrefillKernels::kAuto).
+// the warp-specialised LSE pass (PrefillKernels::kWarpSpecialized[Tma]) run on sm_90 devices; with
+// kWarpSpecializedTma (and kAuto) on contiguous K/V or 128-key pages the pooled scores run on the
+// warp-specialised pooled-score kernel (tests named WarpSpecializedTma*: the stage against the
+// reference for sum and max, awkward lengths up to 4097, R = 1 and R = G / 2, g = 1..8); the tests on
+// default options run the automatic choice (PrefillKernels::kAuto).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -226,8 +229,7 @@ TEST(SelectPrefill, ZeroQueriesSelectTheLowestIndices) {
 }
 
 // The pooled-score stage alone, wave by wave, against the reference scores of each tile.
-TEST(SelectPrefill, PooledScoresStageMatchesReference) {
-  KC_SKIP_WITHOUT_GPU();
+void expect_pooled_stage_matches(PrefillVariant variant, int32_t page_size) {
   for (const auto& config : {std::pair{ScoreReduce::kSum, 2}, std::pair{ScoreReduce::kMax, 2}}) {
     const ScoreReduce reduce = config.first;
     const int32_t num_rows = config.second;
@@ -239,9 +241,10 @@ TEST(SelectPrefill, PooledScoresStageMatchesReference) {
     c.head_dim = 128;
     c.q_lens = {129, 40};
     c.kv_lens = {700, 1000};
+    c.page_size = page_size;
     const PrefillProblem p(c, rng);
     PrefillRowsOnDevice rows = testing::plan_rows_on_device(c.q_lens, c.kv_lens, 32, num_rows, testing::small_prefill_budget(), true);
-    PrefillPlanOptions options;
+    PrefillPlanOptions options = testing::variant_options(variant);
     options.tiles_in_flight = 4;
     options.key_splits = 2;
     auto w = testing::make_prefill_workspace(p.shape(), options);
@@ -286,6 +289,55 @@ TEST(SelectPrefill, PooledScoresStageMatchesReference) {
       });
     }
     EXPECT_GT(compared, 0);
+  }
+}
+
+TEST(SelectPrefill, PooledScoresStageMatchesReference) {
+  KC_SKIP_WITHOUT_GPU();
+  expect_pooled_stage_matches(PrefillVariant::kMma, 16);
+}
+
+// The warp-specialised pooled-score kernel (TMA producer): contiguous K/V and 128-key pages.
+TEST(SelectPrefill, WarpSpecializedTmaPooledScoresStageMatchesReference) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecializedTma);
+  for (const int32_t page_size : {0, 128}) {
+    SCOPED_TRACE("page size " + std::to_string(page_size));
+    expect_pooled_stage_matches(PrefillVariant::kWarpSpecializedTma, page_size);
+  }
+}
+
+// select_prefill end to end with the warp-specialised pooled-score kernel: every awkward length
+// (up to 4097) in one varlen batch, contiguous and 128-key pages, g = 1 and g = 8, rows pooling all
+// groups (R = 1) with max pooling, rows of two groups (R = G / 2) with sum pooling, and the
+// automatic choice.
+TEST(SelectPrefill, WarpSpecializedTmaAwkwardLengthsPoolingsAndGroups) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecializedTma);
+  auto rng = testing::rng_for_test();
+  std::vector<int32_t> lens;
+  for (int n : testing::awkward_lengths()) lens.push_back(n);
+  const struct {
+    int32_t page_size, heads, kv_heads, head_dim, pool_rows;
+    ScoreReduce reduce;
+    DType dtype;
+    PrefillVariant variant;
+  } cases[] = {
+      {0, 4, 4, 64, 2, ScoreReduce::kSum, DType::kBF16, PrefillVariant::kWarpSpecializedTma},
+      {128, 16, 2, 64, 1, ScoreReduce::kMax, DType::kF16, PrefillVariant::kWarpSpecializedTma},
+      {128, 8, 2, 64, 2, ScoreReduce::kSum, DType::kBF16, PrefillVariant::kAuto},
+  };
+  for (const auto& k : cases) {
+    SCOPED_TRACE("page " + std::to_string(k.page_size) + ", H " + std::to_string(k.heads) + ", G " +
+                 std::to_string(k.kv_heads) + ", R " + std::to_string(k.pool_rows) + ", " +
+                 testing::prefill_variant_name(k.variant));
+    const PrefillProblem p(testing::make_prefill_case(k.dtype, k.heads, k.kv_heads, k.head_dim, lens, lens, k.page_size),
+                           rng);
+    SelectSetup s;
+    s.pooling.num_rows = k.pool_rows;
+    s.pooling.reduce = k.reduce;
+    s.budget = testing::small_prefill_budget();
+    s.options = testing::variant_options(k.variant);
+    s.options.tiles_in_flight = 11;
+    expect_select_matches(p, s);
   }
 }
 

@@ -6,7 +6,10 @@
 // oracle layout (tile 1, no local keys, rows that leave a query with no key), f16/bf16, head dims
 // 64/128, group sizes 1..8 (g = 8 needs two CTAs per tile), awkward lengths as one-shot prompts and
 // as chunks. Outputs NaN-poisoned with guards; the device error word must stay clear, and must name
-// the fault when rows are bad. The wgmma variant runs on sm_90 devices.
+// the fault when rows are bad. The wgmma variant and the warp-specialised kernel (gathered key
+// lists, PrefillKernels::kWarpSpecialized[Tma] and kAuto; tests named WarpSpecialized*) run on sm_90
+// devices: every shape above plus pages of 16/64/128 keys and contiguous K/V, GQA 1/4/8, d 64/128,
+// lengths up to 4097, the oracle layout and bad rows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,6 +33,7 @@ using testing::DeviceBuffer;
 using testing::PrefillCase;
 using testing::PrefillProblem;
 using testing::PrefillRowsOnDevice;
+using testing::PrefillVariant;
 
 // Fills every row of the plan with a random duplicate-free subset (random order) of its range:
 // [0, s_t) with local keys, [0, min(s_t + T, kv_len)) without.
@@ -60,7 +64,7 @@ struct SparseSetup {
   std::vector<int32_t> head_map;  // [G] or empty
   Budget budget;
   bool rolling = true;
-  bool wgmma = false;  // PrefillKernels::kWgmma, else kMma
+  PrefillVariant variant = PrefillVariant::kMma;  // the plan's kernels (testing::variant_options)
 };
 
 // Runs sparse_prefill with random rows and checks it against src/ref and the fp64 recomputation.
@@ -76,9 +80,8 @@ void expect_sparse_matches(const PrefillProblem& p, const SparseSetup& s, std::m
   if (!s.head_map.empty()) head_map_d = testing::upload_vector(s.head_map);
   const int32_t* head_map = s.head_map.empty() ? nullptr : head_map_d.as<int32_t>();
 
-  PrefillPlanOptions options;
+  PrefillPlanOptions options = testing::variant_options(s.variant);
   options.selection = false;
-  options.kernels = s.wgmma ? PrefillKernels::kWgmma : PrefillKernels::kMma;
   auto w = testing::make_prefill_workspace(p.shape(s.tile_size), options);
   ASSERT_TRUE(w.ok()) << w.status().to_string();
   const size_t q_rows = size_t(p.total_q()) * c.num_heads;
@@ -137,10 +140,53 @@ TEST_P(SparsePrefillTest, WgmmaAwkwardLengthsAndPerHeadRows) {
   }
   SparseSetup s;
   s.budget = testing::small_prefill_budget();
-  s.wgmma = true;
+  s.variant = PrefillVariant::kWgmma;
   expect_sparse_matches(PrefillProblem(make_case(lens, lens), rng), s, rng);
   s.granularity = IndexGranularity::kPerQueryHead;
   expect_sparse_matches(PrefillProblem(make_case({127, 33}, {127, 200}), rng), s, rng);
+}
+
+// The warp-specialised kernel (gathered key lists): one-shot awkward lengths in one varlen batch,
+// per-query-head rows, chunks of longer sequences (up to 4097 keys) through a permuted head map,
+// and every group on one row.
+TEST_P(SparsePrefillTest, WarpSpecializedEveryLayout) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecialized);
+  auto rng = testing::rng_for_test();
+  std::vector<int32_t> lens;
+  for (int n : testing::awkward_lengths()) {
+    if (n <= 1000) lens.push_back(n);
+  }
+  SparseSetup s;
+  s.budget = testing::small_prefill_budget();
+  s.variant = PrefillVariant::kWarpSpecialized;
+  {
+    SCOPED_TRACE("awkward lengths, rolling, identity map");
+    expect_sparse_matches(PrefillProblem(make_case(lens, lens), rng), s, rng);
+  }
+  {
+    SCOPED_TRACE("per-query-head rows");
+    SparseSetup h = s;
+    h.granularity = IndexGranularity::kPerQueryHead;
+    expect_sparse_matches(PrefillProblem(make_case({127, 33}, {127, 200}), rng), h, rng);
+  }
+  {
+    SCOPED_TRACE("chunks, permuted head map, not rolling");
+    const PrefillProblem p(make_case({33, 1, 64, 127}, {1000, 129, 96, 4097}), rng);
+    SparseSetup c = s;
+    c.budget = Budget{};
+    c.rolling = false;
+    c.head_map.resize(p.spec().num_kv_heads);
+    std::iota(c.head_map.rbegin(), c.head_map.rend(), 0);
+    expect_sparse_matches(p, c, rng);
+  }
+  {
+    SCOPED_TRACE("all groups on one row");
+    const PrefillProblem p(make_case({129, 31}, {129, 1000}), rng);
+    SparseSetup o = s;
+    o.num_rows = 1;
+    o.head_map.assign(p.spec().num_kv_heads, 0);
+    expect_sparse_matches(p, o, rng);
+  }
 }
 
 TEST_P(SparsePrefillTest, ChunksWithPermutedHeadMapNonRolling) {
@@ -183,10 +229,36 @@ INSTANTIATE_TEST_SUITE_P(
                       testing::PrefillConfig{DType::kF16, 32, 8, 128, 16}),
     testing::prefill_config_name);
 
+// The warp-specialised kernel over the page sizes its gather serves (16, 64, 128 keys; 0 =
+// contiguous), with GQA 1, 4 and 8, both head dims and dtypes, the longest awkward length (4097) and
+// a 1-query chunk, and the automatic choice (kAuto, which picks it on sm_90a builds on Hopper).
+TEST(SparsePrefill, WarpSpecializedPageSizesGroupsAndAuto) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecialized);
+  auto rng = testing::rng_for_test();
+  const struct {
+    int32_t page_size, heads, kv_heads, head_dim;
+    DType dtype;
+  } layouts[] = {{16, 8, 8, 64, DType::kBF16},  {64, 8, 2, 128, DType::kF16}, {128, 16, 2, 64, DType::kF16},
+                 {0, 8, 1, 128, DType::kBF16}, {128, 4, 4, 128, DType::kBF16}};
+  for (const auto& l : layouts) {
+    SCOPED_TRACE("page " + std::to_string(l.page_size) + ", H " + std::to_string(l.heads) + ", G " +
+                 std::to_string(l.kv_heads) + ", d " + std::to_string(l.head_dim));
+    const PrefillProblem p(testing::make_prefill_case(l.dtype, l.heads, l.kv_heads, l.head_dim, {4097, 1, 32},
+                                                      {4097, 300, 32}, l.page_size),
+                           rng);
+    for (const PrefillVariant variant : {PrefillVariant::kWarpSpecialized, PrefillVariant::kAuto}) {
+      SCOPED_TRACE(testing::prefill_variant_name(variant));
+      SparseSetup s;
+      s.budget = testing::small_prefill_budget();
+      s.variant = variant;
+      expect_sparse_matches(p, s, rng);
+    }
+  }
+}
+
 // The oracle layout: one tile per query, rows of keys j <= position drawn from [0, s_t + 1), no
 // local keys; the rows of position 0 are empty (k(0) = 0): o = 0, lse = -inf.
-TEST(SparsePrefill, OracleLayoutWithEmptyRows) {
-  KC_SKIP_WITHOUT_GPU();
+void expect_oracle_layout_matches(PrefillVariant variant) {
   auto rng = testing::rng_for_test();
   const PrefillCase c = testing::make_prefill_case(DType::kBF16, 4, 2, 64, {31, 1, 5}, {40, 33, 5});
   const PrefillProblem p(c, rng);
@@ -197,7 +269,18 @@ TEST(SparsePrefill, OracleLayoutWithEmptyRows) {
   s.budget.rho_ppm = 200000;
   s.budget.k_min = 0;  // k(p) = ceil(0.2 p): 0 at p = 0
   s.rolling = true;
+  s.variant = variant;
   expect_sparse_matches(p, s, rng);
+}
+
+TEST(SparsePrefill, OracleLayoutWithEmptyRows) {
+  KC_SKIP_WITHOUT_GPU();
+  expect_oracle_layout_matches(PrefillVariant::kMma);
+}
+
+TEST(SparsePrefill, WarpSpecializedOracleLayoutWithEmptyRows) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecialized);
+  expect_oracle_layout_matches(PrefillVariant::kWarpSpecialized);
 }
 
 // The budget k(s_t) saturates for every tile (k_min >= n): sparse prefill over all candidates plus
@@ -233,14 +316,15 @@ TEST(SparsePrefill, SaturatedRowsEqualDense) {
 }
 
 // Bad rows set the error word and are skipped, never read out of bounds.
-TEST(SparsePrefill, BadRowsSetTheErrorWord) {
-  KC_SKIP_WITHOUT_GPU();
+void expect_bad_rows_reported(PrefillVariant variant) {
   auto rng = testing::rng_for_test();
   const PrefillCase c = testing::make_prefill_case(DType::kF16, 4, 2, 64, {200}, {200});
   const PrefillProblem p(c, rng);
   PrefillRowsOnDevice rows = testing::plan_rows_on_device(c.q_lens, c.kv_lens, 32, 2, testing::small_prefill_budget(), true);
   std::vector<int32_t> host_indices = random_rows(p, rows.plan, true, rng);
-  auto w = testing::make_prefill_workspace(p.shape(), PrefillPlanOptions{false});
+  PrefillPlanOptions options = testing::variant_options(variant);
+  options.selection = false;
+  auto w = testing::make_prefill_workspace(p.shape(), options);
   ASSERT_TRUE(w.ok()) << w.status().to_string();
   DeviceBuffer o(size_t(200) * 4 * 64 * 2), lse(size_t(200) * 4 * 4);
   AttentionParams params;
@@ -276,6 +360,16 @@ TEST(SparsePrefill, BadRowsSetTheErrorWord) {
   errors = read_prefill_errors(w->plan, w->workspace.data(), nullptr);
   ASSERT_TRUE(errors.ok());
   EXPECT_EQ(*errors, uint32_t{kPrefillErrorTileBase}) << describe_prefill_errors(*errors);
+}
+
+TEST(SparsePrefill, BadRowsSetTheErrorWord) {
+  KC_SKIP_WITHOUT_GPU();
+  expect_bad_rows_reported(PrefillVariant::kMma);
+}
+
+TEST(SparsePrefill, WarpSpecializedBadRowsSetTheErrorWord) {
+  KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecialized);
+  expect_bad_rows_reported(PrefillVariant::kWarpSpecialized);
 }
 
 }  // namespace

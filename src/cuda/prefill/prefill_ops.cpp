@@ -34,17 +34,8 @@ Status launch_sparse(const PrefillPlan& plan, const QueryBatch& q, const PagedKv
   args.rows = prefill::make_row_args(rows, head_map);
   args.o = out.o;
   args.lse = out.lse;
-  const bool per_head = rows.granularity == IndexGranularity::kPerQueryHead;
-  const int64_t rows_per_tile = int64_t{rows.tile_size} * (per_head ? 1 : args.call.group_size);
-  args.row_blocks_per_tile = static_cast<int32_t>((rows_per_tile + prefill::kBlockRows - 1) / prefill::kBlockRows);
-  const int64_t units =
-      prefill::max_tiles_per_sequence(plan.shape.max_q_len, rows.tile_size) * args.row_blocks_per_tile;
-  KC_CHECK_ARG(units <= int64_t{0x7fffffff}, "the call needs ", units, " CTAs per row consumer; too many");
-  const dim3 grid(static_cast<unsigned>(units), static_cast<unsigned>(per_head ? q.num_heads : kv.num_kv_heads),
-                  static_cast<unsigned>(q.batch));
-  KC_CUDA_RETURN_IF_ERROR(prefill::launch_sparse_attention(prefill::element_type(q.dtype), q.head_dim,
-                                                           plan.uses_wgmma(), args, grid, stream));
-  return ok_status();
+  return prefill::launch_sparse_attention_pass(plan, args, q.batch, q.num_heads, kv.num_kv_heads, rows.tile_size,
+                                               stream);
 }
 
 // Pooling and Top-k of every wave, from the LSE in `lse` ([total_q, H]).

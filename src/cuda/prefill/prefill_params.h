@@ -117,7 +117,27 @@ struct PoolArgs {
   int32_t wave_base = 0;        // first tile slot of the wave
   int32_t pool_rows = 0;        // R: pooled rows per tile (divides G)
   int32_t reduce_max = 0;       // 0: sum, 1: max
+  // Warp-specialised kernel only (ws_pooled_scores_kernels.cu; persistent grid): units are
+  // (wave slot, KV group, key chunk of kWsPoolChunkTiles tiles of 128 keys), wave slots fastest.
+  int32_t wave_slots = 0;       // W: slots of the wave
+  int32_t key_chunks = 0;       // chunks per (slot, group): ceil(ceil(max_kv_len / 128) / kWsPoolChunkTiles)
 };
+
+// Key tiles (of kWsBlockKeys) per unit of the warp-specialised pooled-score kernel.
+constexpr int kWsPoolChunkTiles = 16;
+
+// Its persistent schedule: unit u (0 <= u < wave_slots · G · key_chunks) is key chunk `chunk` (key
+// tiles [chunk · kWsPoolChunkTiles, + kWsPoolChunkTiles)) of (wave slot `slot`, KV group `group`),
+// wave slots fastest (neighbouring CTAs read the same K chunk).
+struct WsPoolUnitCoords {
+  int slot;
+  int group;
+  int chunk;
+};
+KASCADE_PREFILL_HOST_DEVICE inline WsPoolUnitCoords ws_pool_unit_coords(int u, int wave_slots, int num_kv_heads) {
+  const int rest = u / wave_slots;
+  return WsPoolUnitCoords{u % wave_slots, rest % num_kv_heads, rest / num_kv_heads};
+}
 
 // Top-k of one wave. Grid: x = tile slots of the wave, y = pooled rows R. Row r of slot s reads
 // the scores of groups [r·G/R, (r+1)·G/R) (summed, or max) and writes its k_t largest

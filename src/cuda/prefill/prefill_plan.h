@@ -41,19 +41,23 @@ struct PrefillShape {
 // 616 / 496 contiguous and 613 / 501 with 128-key pages; the LSE pass on ws_tma 427 / 412.
 enum class PrefillKernels {
   // The default: on an sm_90 device with a build holding sm_90a code (KASCADE_CUDA_ARCHS with
-  // 90a-real), each causal pass (dense prefill, the anchor's LSE pass) runs the warp-specialised
-  // mainloop with the TMA K/V producer when the call's K/V layout allows TMA (contiguous, or pages
-  // of a multiple of 128 keys: ws_tensor_map.h) and the mma.sync kernel otherwise; elsewhere
-  // everything runs on mma.sync. Pooled scores, Top-k and sparse prefill run on mma.sync.
+  // 90a-real), each causal pass (dense prefill, the anchor's LSE pass) and each pooled-score wave
+  // runs the warp-specialised kernels with the TMA K/V producer when the call's K/V layout allows
+  // TMA (contiguous, or pages of a multiple of 128 keys: ws_tensor_map.h) and the mma.sync kernels
+  // otherwise; sparse prefill runs the warp-specialised kernel with gathered key lists on every
+  // layout (causal_launch.h: choose_causal_kernel, choose_pool_kernel, choose_sparse_kernel);
+  // elsewhere everything runs on mma.sync. Top-k has one kernel.
   kAuto,
   kMma,    // forced: every kernel on mma.sync (runs on every device the build targets)
   kWgmma,  // forced: Q·Kᵀ of every kernel on sm_90a warpgroup MMAs issued synchronously
-  // forced: the causal passes on the warp-specialised sm_90a mainloop (ws_attention_kernel.cuh:
-  // producer warpgroup, mbarrier ring, two ping-ponging consumer warpgroups on wgmma, persistent
-  // longest-first grid) with the cp.async K/V producer; the other kernels on mma.sync.
+  // forced: the causal passes and sparse prefill on the warp-specialised sm_90a mainloop
+  // (ws_attention_kernel.cuh: producer warpgroup, mbarrier ring, two ping-ponging consumer
+  // warpgroups on wgmma, persistent longest-first grid) with cp.async producers (sparse: K/V rows
+  // gathered key by key); pooled scores and Top-k on mma.sync.
   kWarpSpecialized,
-  // forced: as kWarpSpecialized, with the TMA K/V producer wherever the call's layout allows it and
-  // the cp.async producer for other layouts (and for each unit's last, partial tile).
+  // forced: as kWarpSpecialized, with the TMA K/V producer for the causal passes and the
+  // warp-specialised pooled-score kernel wherever the call's layout allows TMA (cp.async producer /
+  // mma.sync pooling for other layouts).
   kWarpSpecializedTma,
 };
 

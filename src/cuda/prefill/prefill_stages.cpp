@@ -49,11 +49,7 @@ Status pooled_scores_wave(const PrefillPlan& plan, const QueryBatch& q, const Pa
   args.wave_base = wave * plan.tiles_in_flight;
   args.pool_rows = pooling.num_rows;
   args.reduce_max = pooling.reduce == ScoreReduce::kMax ? 1 : 0;
-  const dim3 grid(static_cast<unsigned>(plan.key_splits), static_cast<unsigned>(plan.tiles_in_flight),
-                  static_cast<unsigned>(kv.num_kv_heads));
-  KC_CUDA_RETURN_IF_ERROR(prefill::launch_pooled_scores(element_type(q.dtype), q.head_dim, plan.pool_m_tiles,
-                                                        plan.uses_wgmma(), args, grid, stream));
-  return ok_status();
+  return prefill::launch_pooled_scores_pass(plan, args, stream);
 }
 
 Status topk_wave(const PrefillPlan& plan, const QueryBatch& q, const PagedKv& kv, const ScorePooling& pooling,

@@ -1,7 +1,10 @@
 // src/cuda/prefill/ws_attention_kernel.cuh — the warp-specialised Hopper (sm_90a) prefill mainloop in
-// the style of FlashAttention-3, behind dense causal prefill (o + lse) and the anchor's LSE pass.
-// Same semantics, rows and key tiling rules as attention_kernel.cuh (the reference path). Which one
-// a call runs: PrefillPlanOptions::kernels and choose_causal_kernel (causal_launch.h).
+// the style of FlashAttention-3, behind dense causal prefill (o + lse), the anchor's LSE pass and
+// sparse (reuse) prefill over gathered key lists (WsKeys::kGathered: units and key lists of
+// ws_common.cuh, producer of ws_gather_producer.cuh, the consumers below with a per-key position
+// mask). Same semantics, rows and key lists as attention_kernel.cuh (the reference path). Which one
+// a call runs: PrefillPlanOptions::kernels and choose_causal_kernel / choose_sparse_kernel
+// (causal_launch.h). The pooled-score kernel (ws_pooled_scores_kernels.cu) reuses Producer and issue_qk.
 //
 // CTA = 3 warpgroups (384 threads), persistent: CTA c takes units c, c + gridDim.x, ... of the
 // (row block, KV group, sequence) units ordered longest key list first (row blocks from the last).
@@ -36,7 +39,8 @@
 // Bad device data (lengths past the plan, page ids) sets error bits; the unit is skipped or the key
 // zero-filled, as in attention_kernel.cuh.
 // Tested by tests/cuda/test_prefill_dense.cpp (every dense check with the kernel forced),
-// test_prefill_select.cpp and test_prefill_anchor.cpp (LSE pass, layer-0 anchor).
+// test_prefill_select.cpp and test_prefill_anchor.cpp (LSE pass, layer-0 anchor, sparse output),
+// test_prefill_sparse.cpp (sparse prefill: the WarpSpecialized* tests).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -45,6 +49,8 @@
 
 #include "cuda/prefill/prefill_device.cuh"
 #include "cuda/prefill/prefill_params.h"
+#include "cuda/prefill/ws_common.cuh"
+#include "cuda/prefill/ws_gather_producer.cuh"
 #include "cuda/prefill/ws_primitives.cuh"
 #include "cuda/prefill/ws_tensor_map.h"
 
@@ -57,78 +63,8 @@ constexpr uint32_t kPingPongBarrier0 = 1;  // named barrier ids of consumer warp
 constexpr uint32_t kProducerBarrier = 3;   // named barrier of the producer warpgroup (TMA producer)
 constexpr uint32_t kConsumerThreads = 128 * kWsConsumerGroups;
 
-// Shared memory: Q [128][D], K ring [kStages][128][D], V ring (kPV), then the mbarriers. Every tile
-// in the swizzle<> layout, 1024-byte aligned. At least 120 KB, so one CTA owns a multiprocessor
-// (setmaxnreg.inc then always finds the producer's released registers).
-template <int D, bool kPV>
-struct WsSmem {
-  static constexpr int kStages = kPV ? (D == 128 ? 3 : 4) : (D == 128 ? 4 : 6);
-  static constexpr size_t kTileBytes = size_t(kWsBlockKeys) * D * 2;
-  static constexpr size_t kQBytes = size_t(kWsBlockRows) * D * 2;
-  static constexpr size_t kKOffset = kQBytes;
-  static constexpr size_t kVOffset = kKOffset + kStages * kTileBytes;
-  static constexpr size_t kBarrierOffset = kVOffset + (kPV ? kStages * kTileBytes : 0);
-  // q_full, q_empty, k_full[S], k_empty[S], v_full[S], v_empty[S]
-  static constexpr size_t kBarriers = 2 + 4 * size_t(kStages);
-  static constexpr size_t kUsed = kBarrierOffset + kBarriers * 8 + kSmemAlignSlack;
-  static constexpr size_t kBytes = kUsed > size_t{120} << 10 ? kUsed : size_t{120} << 10;
-  static_assert(kUsed <= 227 * 1024, "shared memory per block");
-};
-
 #ifdef KASCADE_PREFILL_HAS_WGMMA
 // (Device code of the sm_90a pass only: the wgmma/mbarrier helpers exist there alone.)
-
-// One unit of work: 128 rows of one (sequence, KV group), or invalid (no rows / bad lengths).
-struct WsUnit {
-  bool valid = false;
-  int b = 0, kv_head = 0;
-  int row0 = 0, rows_total = 0;  // rows [row0, row0 + 128) of rows_total = q_len · g
-  int pos_base = 0, qidx_base = 0;
-  int num_keys = 0, num_blocks = 0;
-};
-
-__device__ __forceinline__ WsUnit decode_unit(const AttentionArgs& args, int u, bool report) {
-  const CallArgs& c = args.call;
-  WsUnit w;
-  const WsUnitCoords at = ws_unit_coords(u, args.row_blocks, c.num_kv_heads, c.batch);  // longest first
-  const int rb = at.row_block;
-  w.kv_head = at.kv_head;
-  w.b = at.b;
-  Sequence seq;
-  if (report) {
-    if (!load_sequence(c, w.b, seq)) return w;
-  } else {
-    // The same checks without reporting (the producer reports for the CTA).
-    const int q0 = c.cu_q_lens[w.b], q1 = c.cu_q_lens[w.b + 1];
-    seq.q_start = q0;
-    seq.q_len = q1 - q0;
-    seq.kv_len = c.kv_lens[w.b];
-    if (q0 < 0 || seq.q_len < 0 || q1 > c.max_total_q || seq.q_len > c.max_q_len) return w;
-    if (seq.kv_len < seq.q_len || seq.kv_len > c.max_kv_len ||
-        (static_cast<int64_t>(seq.kv_len) + c.page_size - 1) / c.page_size > c.max_pages_per_seq)
-      return w;
-    seq.first_pos = seq.kv_len - seq.q_len;
-  }
-  w.rows_total = seq.q_len * c.group_size;
-  w.row0 = rb * kWsBlockRows;
-  if (w.row0 >= w.rows_total) return w;
-  w.pos_base = seq.first_pos;
-  w.qidx_base = seq.q_start;
-  w.num_keys = w.pos_base + (min(w.row0 + kWsBlockRows, w.rows_total) - 1) / c.group_size + 1;
-  w.num_blocks = (w.num_keys + kWsBlockKeys - 1) / kWsBlockKeys;
-  w.valid = true;
-  return w;
-}
-
-// A slot of a ring of kStages barriers/tiles: index and the parity of its current use.
-struct RingSlot {
-  int index;
-  uint32_t parity;
-};
-template <int kStages>
-__device__ __forceinline__ RingSlot ring_slot(int count) {
-  return RingSlot{count % kStages, static_cast<uint32_t>((count / kStages) & 1)};
-}
 
 // ---- producer
 
@@ -182,21 +118,7 @@ struct Producer {
   }
 
   // Q rows [row0, row0 + 128) of the unit (zero past rows_total): one row per thread.
-  __device__ __forceinline__ void load_q(const WsUnit& w) {
-    const T* q = static_cast<const T*>(c.q);
-    const int row = w.row0 + tid;
-    int64_t offset = -1;
-    if (row < w.rows_total) {
-      offset = (static_cast<int64_t>(w.qidx_base + row / c.group_size) * c.num_heads +
-                w.kv_head * c.group_size + row % c.group_size) *
-               D;
-    }
-#pragma unroll
-    for (int ch = 0; ch < kChunks; ++ch) {
-      const uint32_t to = smem_base + 2u * swizzle<D, kWsBlockRows>(tid, ch);
-      cp_async_16(to, offset >= 0 ? q + offset + ch * 8 : q, offset >= 0 ? 16 : 0);
-    }
-  }
+  __device__ __forceinline__ void load_q(const WsUnit& w) { load_unit_q<T, D>(c, w, smem_base, tid); }
 
   // Keys [n·128, n·128 + 128) of the unit into the tile at `tile` (K or V: `base`), zero past num_keys.
   __device__ __forceinline__ void load_tile(const WsUnit& w, int n, const T* base, uint32_t tile) {
@@ -281,7 +203,7 @@ struct Producer {
     const T* v_base = static_cast<const T*>(c.v);
     int units_done = 0, k_count = 0, v_count = 0;
     for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
-      const WsUnit w = decode_unit(args, u, tid == 0);
+      const WsUnit w = decode_unit<WsKeys::kCausal>(args, u, tid == 0);
       if (!w.valid) continue;
       // Q: the consumers free the buffer after the last Q·Kᵀ of the previous unit.
       acquire(barrier(1), static_cast<uint32_t>(units_done & 1) ^ 1u);
@@ -314,16 +236,16 @@ struct Producer {
 
 // ---- consumers
 
-// Q·Kᵀ of the warpgroup's 64 rows (rows wg_row0.. of the Q tile) against a 128-key K tile; issued
-// and committed, not waited for.
-template <typename T, int D>
+// Q·Kᵀ of the warpgroup's 64 rows (rows wg_row0.. of a [kQRows][D] Q tile) against a 128-key K
+// tile; issued and committed, not waited for.
+template <typename T, int D, int kQRows = kWsBlockRows>
 __device__ __forceinline__ void issue_qk(uint32_t q_tile, int wg_row0, uint32_t k_tile, float (&s)[16][4]) {
   fence_accumulators(s);
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
     const uint32_t k_offset = (ks & 3) * 32;  // 16 elements = 32 bytes into the 128-byte row
-    const uint32_t a = q_tile + (ks >> 2) * (kWsBlockRows * 128) + wg_row0 * 128 + k_offset;
+    const uint32_t a = q_tile + (ks >> 2) * (kQRows * 128) + wg_row0 * 128 + k_offset;
     const uint32_t b = k_tile + (ks >> 2) * (kWsBlockKeys * 128) + k_offset;
     WgmmaQk128<T>::mma(s, sw128_descriptor(a), sw128_descriptor(b), ks > 0 ? 1 : 0);
   }
@@ -350,9 +272,10 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
 
-template <typename T, int D, bool kPV>
+template <typename T, int D, bool kPV, WsKeys kKeys>
 struct Consumer {
-  using Smem = WsSmem<D, kPV>;
+  using Smem = WsSmem<D, kPV, kKeys>;
+  static constexpr bool kGathered = kKeys == WsKeys::kGathered;
   using Mma = Mma16<T>;
   static constexpr int kKeyTiles = kWsBlockKeys / 8;  // 16 accumulator column groups of 8
 
@@ -381,17 +304,37 @@ struct Consumer {
     mbarrier_arrive(barrier(2 + Smem::kStages + slot.index));
     if (last_of_unit) mbarrier_arrive(barrier(1));
   }
+  // Waits for a K/V tile; a gathered tile (written by cp.async, the generic proxy) is then fenced
+  // for the async proxy that wgmma reads through.
+  __device__ __forceinline__ void wait_full(uint32_t bar, uint32_t parity) const {
+    mbarrier_wait(bar, parity);
+    if constexpr (kGathered) fence_async_shared();
+  }
   __device__ __forceinline__ void turn_begin() const { named_barrier_sync(kPingPongBarrier0 + wg, kConsumerThreads); }
   __device__ __forceinline__ void turn_end() const {
     named_barrier_arrive(kPingPongBarrier0 + (wg ^ 1), kConsumerThreads);
   }
 
-  // Masks keys past each row's position (only on tiles past the warpgroup's first position), then
-  // the online softmax: s becomes p = 2^(s·c − m·c); m, l updated; returns the rescale factors.
-  __device__ __forceinline__ void softmax(float (&s)[kKeyTiles][4], int n, const int (&row_pos)[2], int first_pos,
-                                          float (&alpha)[2]) {
+  // Masks keys past each row's position, then the online softmax: s becomes p = 2^(s·c − m·c); m, l
+  // updated; returns the rescale factors. Causal lists: key i is position i, masked only on tiles
+  // past the warpgroup's first position. Gathered lists: key i at gathered_key_position (entries of
+  // include_local rows always visible), masked on every tile that holds anything else.
+  __device__ __forceinline__ void softmax(float (&s)[kKeyTiles][4], const WsUnit& w, int n, const int (&row_pos)[2],
+                                          int first_pos, float (&alpha)[2]) {
     const int key0 = n * kWsBlockKeys;
-    if (key0 + kWsBlockKeys - 1 > first_pos) {
+    if constexpr (kGathered) {
+      if (!w.include_local || key0 + kWsBlockKeys > w.row_len) {
+#pragma unroll
+        for (int nt = 0; nt < kKeyTiles; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int pos = gathered_key_position(w, key0 + nt * 8 + 2 * tig + e);
+            if (pos > row_pos[0]) s[nt][e] = -INFINITY;
+            if (pos > row_pos[1]) s[nt][2 + e] = -INFINITY;
+          }
+        }
+      }
+    } else if (key0 + kWsBlockKeys - 1 > first_pos) {
 #pragma unroll
       for (int nt = 0; nt < kKeyTiles; ++nt) {
 #pragma unroll
@@ -452,23 +395,28 @@ struct Consumer {
     // Warpgroup 0 issues first: warpgroup 1 opens its turn.
     if (wg == 1) turn_end();
     for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
-      const WsUnit w = decode_unit(args, u, false);
+      const WsUnit w = decode_unit<kKeys>(args, u, false);
       if (!w.valid) continue;
       const int wg_row0 = wg * 64;
       int row_pos[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = w.row0 + wg_row0 + warp * 16 + gid + 8 * h;
-        row_pos[h] = row < w.rows_total ? w.pos_base + row / c.group_size : -1;
+        row_pos[h] = row < w.rows_total ? w.pos_base + row / w.nh : -1;
       }
-      const int first_pos = w.pos_base + (w.row0 + wg_row0) / c.group_size;
+      const int first_pos = w.pos_base + (w.row0 + wg_row0) / w.nh;
       m_run[0] = m_run[1] = -INFINITY;
       l_run[0] = l_run[1] = 0.0f;
       if constexpr (kPV) {
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
       }
+      if (w.num_blocks == 0) {  // a gathered list with no key (the producer loads nothing): o = 0, lse = -inf
+        store(w, wg_row0);
+        continue;
+      }
       mbarrier_wait(barrier(0), static_cast<uint32_t>(units_done & 1));  // Q landed
+      if constexpr (kGathered) fence_async_shared();  // cp.async writes, read by wgmma (async proxy)
       ++units_done;
 
       float s[kKeyTiles][4];
@@ -476,31 +424,31 @@ struct Consumer {
       // Tile 0 (and every tile of the LSE pass): Q·Kᵀ alone.
       for (int n = 0; n < (kPV ? 1 : w.num_blocks); ++n) {
         const RingSlot ks = ring_slot<S>(k_count++);
-        mbarrier_wait(barrier(2 + ks.index), ks.parity);
+        wait_full(barrier(2 + ks.index), ks.parity);
         turn_begin();
         issue_qk<T, D>(q_tile, wg_row0, k_tile(ks), s);
         turn_end();
         wgmma_wait<0>();
         fence_accumulators(s);
         release_k(ks, n == w.num_blocks - 1);
-        softmax(s, n, row_pos, first_pos, alpha);
+        softmax(s, w, n, row_pos, first_pos, alpha);
         if constexpr (kPV) pack_p(s);  // o is still zero: no rescale
       }
       if constexpr (kPV) {
         // Tiles 1..: Q·Kᵀ(n) and P·V(n − 1) issued together; the softmax of tile n overlaps P·V(n − 1).
         for (int n = 1; n < w.num_blocks; ++n) {
           const RingSlot ks = ring_slot<S>(k_count++);
-          mbarrier_wait(barrier(2 + ks.index), ks.parity);
+          wait_full(barrier(2 + ks.index), ks.parity);
           const RingSlot vs = ring_slot<S>(v_count++);
           turn_begin();
           issue_qk<T, D>(q_tile, wg_row0, k_tile(ks), s);
-          mbarrier_wait(barrier(2 + 2 * S + vs.index), vs.parity);
+          wait_full(barrier(2 + 2 * S + vs.index), vs.parity);
           issue_pv<T, D>(pa, v_tile(vs), o);
           turn_end();
           wgmma_wait<1>();  // Q·Kᵀ(n) done; P·V(n − 1) may still run
           fence_accumulators(s);
           release_k(ks, n == w.num_blocks - 1);
-          softmax(s, n, row_pos, first_pos, alpha);
+          softmax(s, w, n, row_pos, first_pos, alpha);
           // (ptxas 13.0 schedules the softmax's MUFU.EX2 after this wait: P·V(n − 1) overlaps only
           // the masking and the row max; docs/kernels/prefill.md.)
           wgmma_wait<0>();
@@ -511,7 +459,7 @@ struct Consumer {
         }
         // P·V of the last tile.
         const RingSlot vs = ring_slot<S>(v_count++);
-        mbarrier_wait(barrier(2 + 2 * S + vs.index), vs.parity);
+        wait_full(barrier(2 + 2 * S + vs.index), vs.parity);
         turn_begin();
         issue_pv<T, D>(pa, v_tile(vs), o);
         turn_end();
@@ -532,8 +480,8 @@ struct Consumer {
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const int row = w.row0 + wg_row0 + warp * 16 + gid + 8 * h;
       if (row >= w.rows_total) continue;
-      const int64_t out_row = static_cast<int64_t>(w.qidx_base + row / c.group_size) * c.num_heads +
-                              w.kv_head * c.group_size + row % c.group_size;
+      const int64_t out_row =
+          static_cast<int64_t>(w.qidx_base + row / w.nh) * c.num_heads + w.head0 + row % w.nh;
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       if constexpr (kPV) {
         T* out = static_cast<T*>(args.o) + out_row * D + 2 * tig;
@@ -554,22 +502,28 @@ struct Consumer {
 // The kernel: grid = min(units, multiprocessors) persistent CTAs of kWsThreads threads.
 // kTma: K/V tiles through TMA (maps: tensor maps of call.k / call.v, ws_tensor_map.h); else
 // cp.async (maps unused).
-template <typename T, int D, bool kPV, bool kTma>
+// kKeys = kGathered (sparse prefill; kPV, !kTma): units of decode_gathered_unit, K/V gathered by
+// GatherProducer (ws_gather_producer.cuh); args.row_blocks = tile slots per sequence × row blocks per
+// tile, consumers = query heads (per-query-head rows) or KV groups.
+template <typename T, int D, bool kPV, bool kTma, WsKeys kKeys = WsKeys::kCausal>
 __global__ void __launch_bounds__(kWsThreads, 1)
     ws_attention_kernel(const AttentionArgs args, const __grid_constant__ WsKvMaps maps) {
 #ifdef KASCADE_PREFILL_HAS_WGMMA
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
-  using Smem = WsSmem<D, kPV>;
+  constexpr bool kGathered = kKeys == WsKeys::kGathered;
+  static_assert(!kGathered || (kPV && !kTma), "gathered key lists: sparse prefill (o), cp.async gather");
+  using Smem = WsSmem<D, kPV, kKeys>;
   constexpr int S = Smem::kStages;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* const smem = align_smem(smem_raw);
   const uint32_t smem_base = smem_address(smem);
   const CallArgs& c = args.call;
-  const int num_units = args.row_blocks * c.num_kv_heads * c.batch;
+  const int consumers = kGathered && args.rows.per_query_head ? c.num_heads : c.num_kv_heads;
+  const int num_units = args.row_blocks * consumers * c.batch;
 
   if (threadIdx.x == 0) {
     const uint32_t bars = smem_base + static_cast<uint32_t>(Smem::kBarrierOffset);
-    mbarrier_init(bars + 0, 128);               // q_full: the producer's threads
+    mbarrier_init(bars + 0, 128);               // q_full: the producer's threads (regular or .noinc arrivals)
     mbarrier_init(bars + 8, kConsumerThreads);  // q_empty: every consumer thread
     for (int i = 0; i < S; ++i) {
       mbarrier_init(bars + 8u * (2 + i), kTma ? 1 : 128);          // k_full
@@ -583,12 +537,18 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
     release_registers<kProducerRegs>();
-    Producer<T, D, kPV, kTma> producer{c, maps, smem_base, static_cast<int>(threadIdx.x)};
-    producer.run(args, num_units);
+    if constexpr (kGathered) {
+      GatherProducer<T, D> producer{c, smem_base, reinterpret_cast<int32_t*>(smem + Smem::kKeyRowsOffset),
+                                    static_cast<int>(threadIdx.x)};
+      producer.run(args, num_units);
+    } else {
+      Producer<T, D, kPV, kTma> producer{c, maps, smem_base, static_cast<int>(threadIdx.x)};
+      producer.run(args, num_units);
+    }
   } else {
     claim_registers<kConsumerRegs>();
     const int lane = threadIdx.x % 32;
-    Consumer<T, D, kPV> consumer{args, c, smem_base, warpgroup - 1, lane >> 2, lane & 3,
+    Consumer<T, D, kPV, kKeys> consumer{args, c, smem_base, warpgroup - 1, lane >> 2, lane & 3,
                                  static_cast<int>(threadIdx.x / 32) % 4, c.scale_log2};
     consumer.run(num_units);
   }

@@ -1,6 +1,6 @@
 // src/cuda/prefill/ws_primitives.cuh — the sm_90a building blocks of the warp-specialised prefill
-// mainloop (ws_attention_kernel.cuh): shared-memory mbarriers (init, arrive, parity wait), named
-// barriers between warpgroups (the consumers' ping-pong), setmaxnreg (registers moved from the
+// mainloop (ws_attention_kernel.cuh): shared-memory mbarriers (init, arrive, parity wait, arrival on
+// cp.async completion), TMA box loads, named barriers between warpgroups (the consumers' ping-pong), setmaxnreg (registers moved from the
 // producer warpgroup to the consumers) and Q·Kᵀ of one warpgroup against a 128-key tile as
 // wgmma.m64n128k16 with both operands read from shared memory through 128-byte-swizzle descriptors
 // (prefill_device.cuh: sw128_descriptor, the swizzle<> layout, the m64n{64,128}k16 P·V wrappers).
@@ -60,6 +60,17 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
 #ifdef KASCADE_PREFILL_HAS_WGMMA
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#else
+  __trap();
+#endif
+}
+
+// Arrives on `bar` once every cp.async the calling thread issued before has completed, without
+// raising the barrier's expected count (.noinc: the arrival counts toward the count it was
+// initialised with). The producer never waits for its copies: the barrier completes when they land.
+__device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(uint32_t bar) {
+#ifdef KASCADE_PREFILL_HAS_WGMMA
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 #else
   __trap();
 #endif
