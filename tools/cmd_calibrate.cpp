@@ -5,6 +5,7 @@
 //   kascade calibrate --model models/kascade-tiny --dev-set tasks:all --lengths 2k,4k --num-prompts 32
 //       --out models/kascade-tiny/kascade_calibration.json --plots calib-plots
 //   kascade calibrate --model DIR --dev-set prompts.jsonl ...          # lines {"prompt": "..."}
+//   kascade calibrate --model DIR --device cuda --dev-set tasks:all ...  # forward on the GPU
 //   kascade calibrate --from-stats calib.json --anchors 3,6 --out calib36.json    # no model run
 //   kascade calibrate --model DIR --import-npy llama_heads.npy --import-anchors 0,2,8,13,14
 //       --model-name meta-llama/Llama-3.1-8B-Instruct --out calib.json            # published map
@@ -69,6 +70,8 @@ struct Args {
   std::string dummy_dtype = "bf16";
   uint64_t dummy_seed = 0;
   std::string device = "cpu";
+  int32_t cuda_device = 0;
+  std::string cuda_dtype = "bf16";
   std::string out;
   std::string plots;
   std::string from_stats;
@@ -335,11 +338,14 @@ Status run_collection(const Args& a) {
   for (const auto& p : dev.prompts) dev_tokens += static_cast<int64_t>(p.tokens.size());
 
   KC_ASSIGN_OR_RETURN(const Device device, parse_device(a.device));
-  if (device == Device::kCuda)
-    return unsupported("calibrate --device cuda: the statistics collector (its recording policy and the importance "
-                       "observer) reads attention scores and the residual stream in host memory, so it runs on the "
-                       "CPU runtime only; run calibrate with --device cpu (the file it writes serves both devices)");
   RuntimeOptions o;
+  // --device cuda: the forward pass runs on the GPU; the recording policy and the importance
+  // observer run on the host over per-layer copies of q, the KV cache and the residual stream
+  // (src/cuda/model/cuda_session.h), one prompt at a time.
+  o.device = device;
+  o.cuda_device = a.cuda_device;
+  KC_ASSIGN_OR_RETURN(o.cuda_dtype, parse_dtype(a.cuda_dtype));
+  o.max_batch = 1;
   o.model_path = a.model;
   o.dummy_weights = a.dummy_weights;
   KC_ASSIGN_OR_RETURN(o.dummy_dtype, parse_dtype(a.dummy_dtype));
@@ -446,7 +452,10 @@ int run_calibrate(int argc, char** argv) {
   app.add_flag("--dummy-weights", a.dummy_weights, "random weights of the config's shapes (mechanics only)");
   app.add_option("--dummy-dtype", a.dummy_dtype, "dtype of dummy weights: f32, f16, bf16");
   app.add_option("--dummy-seed", a.dummy_seed, "seed of the dummy weights");
-  app.add_option("--device", a.device, "where the model runs: cpu (cuda is refused: the collector is CPU-only)");
+  app.add_option("--device", a.device,
+                 "where the model runs: cpu | cuda (the statistics are collected on the host either way)");
+  app.add_option("--cuda-device", a.cuda_device, "CUDA device ordinal (--device cuda)")->check(CLI::NonNegativeNumber);
+  app.add_option("--cuda-dtype", a.cuda_dtype, "activation / weight / KV dtype on the GPU: bf16 | f16");
   app.add_option("-o,--out", a.out, "calibration file to write")->required();
   app.add_option("--plots", a.plots, "directory for similarity.png and importance.png");
   app.add_option("--from-stats", a.from_stats, "re-derive anchors from the statistics of this calibration file");

@@ -179,6 +179,13 @@ Status write_report_json(const std::string& path, const Runtime& rt, const Args&
   };
   j["prefill"]["timings"] = timings(s.prefill_timings);
   j["decode"]["timings"] = timings(s.decode_timings);
+  j["decode"]["path"] = format_cuda_graph_line(s.cuda_graph);
+  j["decode"]["cuda_graph"] = {{"enabled", s.cuda_graph.enabled},
+                               {"eager_reason", s.cuda_graph.eager_reason},
+                               {"eager_steps", s.cuda_graph.eager_steps},
+                               {"captures", s.cuda_graph.captures},
+                               {"replays", s.cuda_graph.replays},
+                               {"trace_mismatches", s.cuda_graph.trace_mismatches}};
   if (s.attended.prefill_total.causal > 0)
     j["attended_prefill"] = attended_json(s.attended.prefill, s.attended.prefill_total);
   if (s.attended.decode_total.causal > 0)
@@ -306,6 +313,7 @@ Status run(const Args& a) {
   }
   std::fflush(stdout);
   std::fprintf(stderr, "%s", runtime::format_report(result.stats).c_str());
+  if (o.device == Device::kCuda) std::fprintf(stderr, "%s\n", format_cuda_graph_line(result.stats.cuda_graph).c_str());
   if (!a.report_json.empty()) KC_RETURN_IF_ERROR(write_report_json(a.report_json, runtime, a, result, prompts));
   return ok_status();
 }

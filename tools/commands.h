@@ -9,5 +9,6 @@ int run_generate(int argc, char** argv);
 int run_tasks(int argc, char** argv);
 int run_calibrate(int argc, char** argv);
 int run_eval(int argc, char** argv);
+int run_bench(int argc, char** argv);
 
 }  // namespace kascade::tools

@@ -22,6 +22,8 @@ const Command kCommands[] = {
      kascade::tools::run_calibrate},
     {"eval", "accuracy and keys attended of attention policies on the long-context task suite",
      kascade::tools::run_eval},
+    {"bench", "benchmarks: `kascade bench e2e` (Llama-3.1-8B shape on the GPU, TTFT and decode speed per policy)",
+     kascade::tools::run_bench},
 };
 
 void print_usage(FILE* out) {

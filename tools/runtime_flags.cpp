@@ -1,6 +1,8 @@
 // tools/runtime_flags.cpp — the runtime flags shared by the CLI commands (runtime_flags.h).
 #include "runtime_flags.h"
 
+#include <string>
+
 namespace kascade::tools {
 
 void add_runtime_flags(CLI::App& app, RuntimeFlags& f) {
@@ -17,6 +19,8 @@ void add_runtime_flags(CLI::App& app, RuntimeFlags& f) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--chunk", f.chunk, "prefill chunk: tokens per sequence per forward call")
       ->check(CLI::PositiveNumber);
+  app.add_flag("--no-cuda-graph", f.no_cuda_graph,
+               "run every decode step op by op instead of replaying it as a CUDA graph (--device cuda)");
 }
 
 void add_budget_flags(CLI::App& app, BudgetFlags& f) {
@@ -37,12 +41,27 @@ Result<RuntimeOptions> to_runtime_options(const RuntimeFlags& f, const BudgetFla
   o.dummy_seed = f.dummy_seed;
   o.max_context = f.max_context;
   o.chunk_size = f.chunk;
+  o.cuda_graph = !f.no_cuda_graph;
   if (budget != nullptr) {
     o.attention.topk_fraction = budget->topk_fraction;
     o.attention.k_min = budget->k_min;
     o.attention.tile_size = budget->tile;
   }
   return o;
+}
+
+std::string format_cuda_graph_line(const CudaGraphStats& stats) {
+  std::string line = "decode: ";
+  if (stats.captures + stats.replays > 0) {
+    line += "CUDA graph, " + std::to_string(stats.captures) + " captured, " + std::to_string(stats.replays) +
+            " replayed, " + std::to_string(stats.eager_steps) + " eager";
+    if (stats.trace_mismatches > 0) line += ", " + std::to_string(stats.trace_mismatches) + " unexpected recaptures";
+    if (!stats.eager_reason.empty()) line += " (then eager: " + stats.eager_reason + ")";
+    return line;
+  }
+  line += "eager, " + std::to_string(stats.eager_steps) + " steps";
+  if (!stats.eager_reason.empty()) line += " (" + stats.eager_reason + ")";
+  return line;
 }
 
 std::filesystem::path model_dir_of(const std::string& model) {

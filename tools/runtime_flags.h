@@ -27,6 +27,7 @@ struct RuntimeFlags {
   uint64_t dummy_seed = 0;
   int64_t max_context = 0;
   int32_t chunk = 512;
+  bool no_cuda_graph = false;
 };
 
 struct BudgetFlags {
@@ -36,7 +37,7 @@ struct BudgetFlags {
 };
 
 // -m/--model (required), --device, --cuda-device, --cuda-dtype, --max-batch, --dummy-weights,
-// --dummy-dtype, --dummy-seed, --max-context, --chunk.
+// --dummy-dtype, --dummy-seed, --max-context, --chunk, --no-cuda-graph.
 void add_runtime_flags(CLI::App& app, RuntimeFlags& flags);
 // --topk-fraction, --k-min, --tile.
 void add_budget_flags(CLI::App& app, BudgetFlags& flags);
@@ -46,6 +47,10 @@ std::filesystem::path model_dir_of(const std::string& model);
 // The calibration file the kascade policies use when neither --calibration nor --anchors is given:
 // <model dir>/kascade_calibration.json if it exists, else "" (the policy then asks for one).
 std::string default_calibration_file(const std::string& model);
+
+// One line saying how the decode steps ran on the GPU ("decode: CUDA graph, 2 captured, 61
+// replayed, 1 eager" or "decode: eager (<reason>)"), for the closing report of --device cuda.
+std::string format_cuda_graph_line(const CudaGraphStats& stats);
 
 // RuntimeOptions from the flags (attention policy left at its default; the budget when given).
 Result<RuntimeOptions> to_runtime_options(const RuntimeFlags& flags, const BudgetFlags* budget);

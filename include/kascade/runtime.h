@@ -24,9 +24,11 @@
 // same generate / teacher_forced calls. On kCuda: the KV cache takes the activation dtype
 // (kv_dtype is ignored), at most max_batch sequences run together, memory is planned before each
 // call and a batch × context that does not fit is refused (ResourceExhausted naming the numbers);
-// set_policy remakes the policy over the CUDA backend (policies of make_policy only); the layer
-// observer and calibration's recording policy are CPU-only (they read host memory) and are refused
-// with Unsupported. Without CUDA built in, or
+// set_policy remakes a make_policy policy over the CUDA backend, and keeps any other policy
+// (calibration's recording policy) as a host policy: each layer's q and KV cache are copied to the
+// host for it and its output back (slow, for calibration); the layer observer gets host copies of
+// the residual stream and the attention output (src/cuda/model/cuda_session.h). Decode steps are
+// captured in CUDA graphs (RuntimeOptions::cuda_graph, CudaGraphStats). Without CUDA built in, or
 // without a GPU, kCuda is refused with Unsupported.
 // Implementation: src/runtime/ (runtime.cpp, session.cpp, cache_attention.cpp, kv_cache.cpp,
 // sampler.cpp, policy_setup.cpp, report.cpp, forward_session.h, gpu_memory_plan.h) over the forward
@@ -82,6 +84,8 @@ struct RuntimeOptions {
   int32_t cuda_device = 0;           // kCuda: device ordinal
   DType cuda_dtype = DType::kBF16;   // kCuda: activations, linear weights and KV cache (bf16 | f16)
   int32_t max_batch = 8;             // kCuda: most sequences per generate / teacher_forced call
+  bool cuda_graph = true;            // kCuda: capture each decode step in a CUDA graph and replay it
+                                     // (graph-safe policies only; see CudaGraphStats)
   std::filesystem::path model_path;  // a model directory (config.json + safetensors) or a config.json
   bool dummy_weights = false;        // random weights of the config's shapes instead of safetensors
   DType dummy_dtype = DType::kBF16;
@@ -142,6 +146,27 @@ struct PhaseTimings {
   double matmul_gflops() const { return matmul_s > 0 ? matmul_flops / matmul_s / 1e9 : 0.0; }
 };
 
+// How the decode steps of one generate / teacher_forced call ran on the GPU (kCuda). With
+// RuntimeOptions::cuda_graph and a graph-safe policy (dense, kascade, kascade-noremap,
+// kascade-pooled, kascade-decode), the first decode step of each batch composition runs eagerly
+// (it makes the attention plans), the next is captured into a CUDA graph (embedding → layers →
+// LM head → sampler) and launched, and later steps of the same composition replay it with the
+// new tokens, positions, lengths and selection sizes uploaded before each launch. A step is
+// recaptured (the graph updated in place) when the batch composition, or the width of the decode
+// index rows (max k(n) of the batch: it grows by one every 1/rho tokens), changes. The baselines
+// (src/cuda/model/decode_graph.h says why each), host policies and the layer observer
+// (calibration), --no-cuda-graph, and the CPU run every step eagerly; eager_reason says why.
+struct CudaGraphStats {
+  bool enabled = false;          // decode steps may be captured and replayed
+  std::string eager_reason;      // why every decode step runs eagerly (when !enabled), or why
+                                 // capture was given up (a capture that failed: the step reran eagerly)
+  int64_t eager_steps = 0;       // decode steps launched op by op
+  int64_t captures = 0;          // decode steps captured into a graph, then launched
+  int64_t replays = 0;           // decode steps that replayed the captured graph
+  int64_t trace_mismatches = 0;  // steps whose ops differed from the captured ones although their
+                                 // composition and row width did not (recaptured; expected 0)
+};
+
 struct GenerateStats {
   int64_t prefill_tokens = 0;
   double prefill_s = 0.0;
@@ -150,6 +175,7 @@ struct GenerateStats {
   double decode_s = 0.0;
   AttendedSummary attended;
   PhaseTimings prefill_timings, decode_timings;
+  CudaGraphStats cuda_graph;  // kCuda: how the decode steps ran
   double prefill_tokens_per_s() const { return prefill_s > 0 ? prefill_tokens / prefill_s : 0.0; }
   double decode_tokens_per_s() const { return decode_s > 0 ? decode_tokens / decode_s : 0.0; }
 };
@@ -206,12 +232,15 @@ class Runtime {
   // calibration); replacing validates that the new policy's config matches the model's shape.
   // kCuda: the given policy runs on its own (host) backend, so set_policy remakes it from its config()
   // over the CUDA backend (any policy of make_policy: policy_names()); others, such as calibration's
-  // recording policy, are refused with Unsupported.
+  // recording policy, run on the host with per-layer copies of q and the KV cache.
   AttentionPolicy& policy();
   Status set_policy(std::unique_ptr<AttentionPolicy> policy);
-  // Observer called during every forward call (empty function: none). kCuda: generate and
-  // teacher_forced refuse to run while an observer is set (Unsupported; CPU-only).
+  // Observer called during every forward call (empty function: none). kCuda: host copies of the
+  // residual stream and the attention output, per layer (synchronising; for calibration).
   void set_layer_observer(LayerObserver observer);
+  // How the decode steps of the last generate / teacher_forced call ran (kCuda; on the CPU:
+  // enabled false with its reason).
+  const CudaGraphStats& last_cuda_graph_stats() const;
 
  private:
   struct Impl;

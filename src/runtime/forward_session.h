@@ -42,6 +42,15 @@ class ForwardSession {
                              std::span<const double> uniforms, std::vector<int32_t>* tokens) = 0;
   // Timings of all calls so far.
   virtual ForwardTimings timings() const = 0;
+  // How the decode calls so far ran (CUDA graphs); the CPU session runs every call eagerly.
+  virtual CudaGraphStats cuda_graph_stats() const { return cpu_graph_stats(); }
+
+ private:
+  static CudaGraphStats cpu_graph_stats() {
+    CudaGraphStats stats;
+    stats.eager_reason = "the CPU runtime has no CUDA graphs";
+    return stats;
+  }
 };
 
 // Host sampling of logit rows ([rows, vocab] fp32), the CPU Sampler's rule at the given uniforms.

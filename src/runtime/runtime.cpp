@@ -97,10 +97,12 @@ struct Runtime::Impl {
   std::unique_ptr<cuda::CudaModel> cuda_model;  // kCuda (declared before the policy: outlives it)
 #endif
   std::unique_ptr<AttentionPolicy> policy;
+  bool host_policy = false;  // kCuda: the policy reads host memory (set_policy of a non-make_policy policy)
   std::string schedule_note;
   int64_t max_context = 0;
   int64_t num_parameters = 0;
   LayerObserver observer;
+  CudaGraphStats last_graph_stats;  // of the last generate / teacher_forced call
 
   ForwardObserver* forward_observer(std::unique_ptr<FunctionObserver>* holder) {
     if (!observer) return nullptr;
@@ -115,10 +117,12 @@ struct Runtime::Impl {
                                                                 std::unique_ptr<FunctionObserver>* holder) {
     if (options.device == Device::kCuda) {
 #ifdef KASCADE_HAVE_CUDA
-      if (observer)
-        return unsupported("the layer observer (calibration's importance statistic) is CPU-only; use --device cpu");
+      cuda::CudaSessionOptions session_options;
+      session_options.cuda_graph = options.cuda_graph;
+      session_options.host_policy = host_policy;
+      session_options.observer = forward_observer(holder);
       KC_ASSIGN_OR_RETURN(auto session, cuda::CudaSession::create(*cuda_model, *policy, max_tokens,
-                                                                  options.chunk_size, logit_rows));
+                                                                  options.chunk_size, logit_rows, session_options));
       return std::unique_ptr<runtime::ForwardSession>(std::move(session));
 #else
       return unsupported("this build has no CUDA support");
@@ -192,6 +196,7 @@ const RuntimeOptions& Runtime::options() const { return impl_->options; }
 int64_t Runtime::max_context() const { return impl_->max_context; }
 AttentionPolicy& Runtime::policy() { return *impl_->policy; }
 void Runtime::set_layer_observer(LayerObserver observer) { impl_->observer = std::move(observer); }
+const CudaGraphStats& Runtime::last_cuda_graph_stats() const { return impl_->last_graph_stats; }
 
 Status Runtime::set_policy(std::unique_ptr<AttentionPolicy> policy) {
   KC_CHECK_ARG(policy != nullptr, "set_policy: null policy");
@@ -204,13 +209,17 @@ Status Runtime::set_policy(std::unique_ptr<AttentionPolicy> policy) {
                " KV heads, d ", p.head_dim, ") does not match the model");
   if (impl_->options.device == Device::kCuda) {
 #ifdef KASCADE_HAVE_CUDA
-    // The caller's policy runs on its own backend (host memory); remake it from its config over
-    // the CUDA backend. Only the policies of make_policy can be remade.
+    // The caller's policy runs on its own backend (host memory): a make_policy policy is remade
+    // from its config over the CUDA backend; any other (calibration's recorder) stays a host
+    // policy, which the CUDA session feeds with host copies of each layer's q and KV cache.
     const std::vector<std::string>& names = policy_names();
-    if (std::find(names.begin(), names.end(), p.name) == names.end())
-      return unsupported("set_policy on --device cuda remakes the policy from its config over the CUDA backend; '",
-                         p.name, "' is not one make_policy knows (the calibration recorder is CPU-only: use --device cpu)");
+    if (std::find(names.begin(), names.end(), p.name) == names.end()) {
+      impl_->policy = std::move(policy);
+      impl_->host_policy = true;
+      return ok_status();
+    }
     KC_ASSIGN_OR_RETURN(impl_->policy, make_policy(p, impl_->cuda_model->backend()));
+    impl_->host_policy = false;
     return ok_status();
 #endif
   }
@@ -357,6 +366,8 @@ Result<GenerateResult> Runtime::generate(const std::vector<std::vector<int32_t>>
   }
   result.stats.decode_s = seconds_since(decode_start);
   result.stats.decode_timings = phase_between(after_prefill, session->timings());
+  result.stats.cuda_graph = session->cuda_graph_stats();
+  impl_->last_graph_stats = result.stats.cuda_graph;
   result.stats.attended = runtime::summarize_attended(impl_->policy->statistics(), static_cast<int32_t>(c.num_hidden_layers));
   return result;
 }
@@ -425,6 +436,7 @@ Result<std::vector<TeacherForcedOutput>> Runtime::teacher_forced(const std::vect
     KC_RETURN_IF_ERROR(session->step(ForwardMode::kDecode, items, &logits));
     collect(items);
   }
+  impl_->last_graph_stats = session->cuda_graph_stats();
   return out;
 }
 

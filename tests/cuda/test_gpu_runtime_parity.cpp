@@ -356,7 +356,8 @@ TEST(GpuRuntime, RefusesWhatIsCpuOnlyAndWhatDoesNotFit) {
   o.max_context = 1 << 30;
   auto rt = Runtime::create(o);
   ASSERT_TRUE(rt.ok()) << rt.status().to_string();
-  // set_policy remakes make_policy policies on CUDA; the layer observer is CPU-only.
+  // set_policy remakes make_policy policies on CUDA (a host policy and the layer observer are
+  // covered by tests/cuda/test_gpu_runtime_calibration.cpp).
   PolicyConfig pc;
   pc.num_layers = 4;
   pc.num_heads = 4;
@@ -367,12 +368,15 @@ TEST(GpuRuntime, RefusesWhatIsCpuOnlyAndWhatDoesNotFit) {
   // A make_policy policy (made on the CPU backend) is remade over the CUDA backend.
   KC_ASSERT_OK((*rt)->set_policy(std::move(policy).value()));
   EXPECT_STREQ((*rt)->policy().config().name.c_str(), "dense");
-  (*rt)->set_layer_observer([](int32_t, const float*, const float*, int64_t) { return ok_status(); });
+  // An observer that refuses stops the call with its Status, naming the layer.
+  (*rt)->set_layer_observer(
+      [](int32_t, const float*, const float*, int64_t) { return unsupported("this observer refuses"); });
   GenerateOptions g;
   g.max_new_tokens = 2;
   auto observed = (*rt)->generate({{1, 2, 3}}, g);
   ASSERT_FALSE(observed.ok());
   EXPECT_EQ(observed.status().code(), StatusCode::kUnsupported) << observed.status().to_string();
+  EXPECT_NE(observed.status().to_string().find("layer 0"), std::string::npos) << observed.status().to_string();
   (*rt)->set_layer_observer({});
   // Four sequences that may grow to 2^30 tokens: terabytes of KV cache, refused with the numbers.
   g.max_new_tokens = (1 << 30) - 8;

@@ -46,6 +46,25 @@ struct CudaBackend::State {
   cuda::LessIsMoreSelector lessismore;
   std::vector<int32_t> k_host;          // [max_batch] pageable staging of k_per_seq
   int64_t allocations = 0;              // besides the plans' workspaces
+  // CUDA graph passes (cuda_backend.h): the current pass, the nesting of ops that compose other
+  // ops (only the outermost records), this pass's trace and sizes, the captured step's trace.
+  cuda::GraphPass pass = cuda::GraphPass::kNone;
+  int32_t pass_depth = 0;
+  cuda::OpTrace trace;
+  cuda::OpTrace captured_trace;
+  bool has_capture = false;  // a capture pass ended since the backend was made
+  cuda::StagedSizes staged;
+
+  // True for the outermost op of a graph pass: it records its arguments.
+  bool tracing() const { return pass != cuda::GraphPass::kNone && pass_depth == 0; }
+  // False in a check pass: the op recorded its arguments and launches nothing.
+  bool launching() const { return pass != cuda::GraphPass::kCheck; }
+  // Unsupported inside a graph pass, for the ops that are not graph-safe.
+  Status eager_only(const char* op) const {
+    if (pass == cuda::GraphPass::kNone) return ok_status();
+    return unsupported("cuda backend: ", op, " is not graph-safe and cannot run inside a CUDA graph ",
+                       pass == cuda::GraphPass::kCapture ? "capture" : "check", " pass");
+  }
 
   cudaStream_t stream() const { return options.stream; }
 
@@ -57,6 +76,11 @@ struct CudaBackend::State {
   // Copies the host sizes into k_device (through pageable staging, so the caller's array is free
   // again when this returns).
   Result<const int32_t*> upload_k(const int32_t* k_per_seq, int32_t batch) {
+    if (pass != cuda::GraphPass::kNone) {
+      // Staged by the outermost op of the pass; upload_graph_inputs() copies it before each launch.
+      if (!staged.staged()) return internal_error("cuda backend: a selection inside a graph pass without staged sizes");
+      return k_device.as<const int32_t>();
+    }
     std::copy(k_per_seq, k_per_seq + batch, k_host.begin());
     KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(k_device.data(), k_host.data(), batch * sizeof(int32_t),
                                             cudaMemcpyHostToDevice, stream()));
@@ -148,6 +172,7 @@ int64_t CudaBackend::internal_allocations() const {
 Status CudaBackend::supports(BackendOp op, const AttentionShape& shape) const { return cuda_backend_supports(op, shape); }
 
 Status CudaBackend::check_device_errors() {
+  KC_RETURN_IF_ERROR(state_->eager_only("check_device_errors"));
   KC_RETURN_IF_ERROR(state_->activate());
   KC_ASSIGN_OR_RETURN(uint32_t bits, state_->plans.read_errors());
   KC_ASSIGN_OR_RETURN(const uint32_t prefill_bits, state_->prefill_plans.read_errors());
@@ -175,12 +200,14 @@ Status CudaBackend::finish_op(Status status) {
 // ---- memory ----
 
 Result<BackendBuffer> CudaBackend::allocate(size_t bytes) {
+  KC_RETURN_IF_ERROR(state_->eager_only("allocate"));
   KC_CHECK_ARG(bytes >= 1, "cuda backend: allocate of 0 bytes");
   KC_RETURN_IF_ERROR(state_->activate());
   return cuda::device_allocate(bytes, "allocate()");
 }
 
 Status CudaBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
+  KC_RETURN_IF_ERROR(state_->eager_only("copy_from_host"));
   if (bytes == 0) return ok_status();
   KC_CHECK_ARG(dst != nullptr && src != nullptr, "cuda backend: copy_from_host of ", bytes,
                " bytes with a null pointer");
@@ -198,6 +225,7 @@ Status CudaBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
 }
 
 Status CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+  KC_RETURN_IF_ERROR(state_->eager_only("copy_to_host"));
   if (bytes == 0) return ok_status();
   KC_CHECK_ARG(dst != nullptr && src != nullptr, "cuda backend: copy_to_host of ", bytes,
                " bytes with a null pointer");
@@ -214,6 +242,7 @@ Status CudaBackend::dense(const QueryBatch& q, const PagedKv& kv, const Attentio
   constexpr const char* kOp = "dense";
   KC_RETURN_IF_ERROR(state_->activate());
   if (!cuda::is_decode_call(q)) {
+    KC_RETURN_IF_ERROR(state_->eager_only("dense prefill"));
     KC_ASSIGN_OR_RETURN(const PrefillKey prefill, cuda::check_prefill_call(q, kv, state_->options, kOp));
     auto planned = state_->prefill_plan(prefill, /*selection=*/false, 1);
     if (!planned.ok()) return in_op(planned.status(), kOp);
@@ -221,6 +250,14 @@ Status CudaBackend::dense(const QueryBatch& q, const PagedKv& kv, const Attentio
         cuda::dense_prefill(*planned->plan, q, kv, params, out, planned->workspace, state_->stream()), kOp));
   }
   KC_ASSIGN_OR_RETURN(const DecodeKey key, cuda::check_decode_call(q, kv, state_->options, kOp));
+  if (state_->tracing()) {
+    state_->trace.add_op(cuda::TracedOp::kDense);
+    state_->trace.add_query(q);
+    state_->trace.add_kv(kv);
+    state_->trace.add_params(params);
+    state_->trace.add_output(out);
+  }
+  if (!state_->launching()) return ok_status();
   KC_ASSIGN_OR_RETURN(const DecodePlanCache::Dense* plan, state_->plans.dense(key));
   return finish_op(
       in_op(cuda::dense_decode(plan->plan, q, kv, params, out, plan->workspace.data(), state_->stream()), kOp));
@@ -232,6 +269,16 @@ Status CudaBackend::sparse_decode(const QueryBatch& q, const PagedKv& kv, const 
   KC_RETURN_IF_ERROR(state_->activate());
   KC_ASSIGN_OR_RETURN(const DecodeKey key, cuda::check_decode_call(q, kv, state_->options, kOp));
   KC_RETURN_IF_ERROR(cuda::check_rows(rows, q.batch, rows.num_rows, kOp));
+  if (state_->tracing()) {
+    state_->trace.add_op(cuda::TracedOp::kSparseDecode);
+    state_->trace.add_query(q);
+    state_->trace.add_kv(kv);
+    state_->trace.add_params(params);
+    state_->trace.add_rows(rows);
+    state_->trace.add_pointer(head_map);
+    state_->trace.add_output(out);
+  }
+  if (!state_->launching()) return ok_status();
   KC_ASSIGN_OR_RETURN(const DecodePlanCache::Sparse* plan, state_->plans.sparse(key, rows.granularity));
   return finish_op(in_op(cuda::sparse_decode(plan->plan, q, kv, params, rows, head_map, out,
                                              plan->workspace.data(), state_->stream()),
@@ -241,6 +288,7 @@ Status CudaBackend::sparse_decode(const QueryBatch& q, const PagedKv& kv, const 
 Status CudaBackend::sparse_prefill(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
                                    const PrefillIndexRows& rows, const int32_t* head_map, const AttentionOutput& out) {
   constexpr const char* kOp = "sparse_prefill";
+  KC_RETURN_IF_ERROR(state_->eager_only(kOp));
   KC_RETURN_IF_ERROR(state_->activate());
   KC_ASSIGN_OR_RETURN(const PrefillKey key, cuda::check_prefill_call(q, kv, state_->options, kOp));
   auto planned = state_->prefill_plan(key, /*selection=*/false, 1);
@@ -258,6 +306,16 @@ Status CudaBackend::select_decode(const QueryBatch& q, const PagedKv& kv, const 
   KC_RETURN_IF_ERROR(state_->activate());
   KC_ASSIGN_OR_RETURN(const DecodeKey key, cuda::check_decode_call(q, kv, state_->options, kOp));
   KC_RETURN_IF_ERROR(state_->check_selection(q, pooling, k_per_seq, rows, kOp));
+  if (state_->tracing()) {
+    state_->trace.add_op(cuda::TracedOp::kSelectDecode);
+    state_->trace.add_query(q);
+    state_->trace.add_kv(kv);
+    state_->trace.add_params(params);
+    state_->trace.add_pooling(pooling);
+    state_->trace.add_rows(rows);
+    KC_RETURN_IF_ERROR(state_->staged.stage(k_per_seq, q.batch, kOp));
+  }
+  if (!state_->launching()) return ok_status();
   // The anchor pipeline with a dense output into scratch: the scoring pass then also reads V, the
   // price of one plan shared with the layer-0 anchors.
   KC_ASSIGN_OR_RETURN(void* scratch, state_->selection_output(key));
@@ -270,6 +328,7 @@ Status CudaBackend::select_decode(const QueryBatch& q, const PagedKv& kv, const 
 Status CudaBackend::select_prefill(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
                                    const ScorePooling& pooling, const PrefillIndexRows& rows) {
   constexpr const char* kOp = "select_prefill";
+  KC_RETURN_IF_ERROR(state_->eager_only(kOp));
   KC_RETURN_IF_ERROR(state_->activate());
   KC_ASSIGN_OR_RETURN(const PrefillKey key, cuda::check_prefill_call(q, kv, state_->options, kOp));
   auto planned = state_->prefill_plan(key, /*selection=*/true, rows.tile_size);
@@ -280,12 +339,14 @@ Status CudaBackend::select_prefill(const QueryBatch& q, const PagedKv& kv, const
 
 Status CudaBackend::select_prefill_oracle(const QueryBatch&, const PagedKv&, const AttentionParams&,
                                           const PrefillIndexRows&) {
+  KC_RETURN_IF_ERROR(state_->eager_only("select_prefill_oracle"));
   return cuda_backend_supports(BackendOp::kSelectPrefillOracle, AttentionShape{});
 }
 
 Status CudaBackend::select_quest_decode(const QueryBatch& q, const PagedKv& kv, int32_t page_size,
                                         const int32_t* k_per_seq, const DecodeIndexRows& rows) {
   constexpr const char* kOp = "select_quest_decode";
+  KC_RETURN_IF_ERROR(state_->eager_only(kOp));
   KC_RETURN_IF_ERROR(state_->activate());
   KC_ASSIGN_OR_RETURN(const DecodeKey key, cuda::check_decode_call(q, kv, state_->options, kOp));
   KC_RETURN_IF_ERROR(cuda::check_rows(rows, q.batch, q.num_heads, kOp));
@@ -301,6 +362,7 @@ Status CudaBackend::select_lessismore_decode(const QueryBatch& q, const PagedKv&
                                              const int32_t* k_per_seq, int32_t num_sinks,
                                              const DecodeIndexRows& rows) {
   constexpr const char* kOp = "select_lessismore_decode";
+  KC_RETURN_IF_ERROR(state_->eager_only(kOp));
   KC_RETURN_IF_ERROR(state_->activate());
   KC_ASSIGN_OR_RETURN(const DecodeKey key, cuda::check_decode_call(q, kv, state_->options, kOp));
   KC_RETURN_IF_ERROR(cuda::check_rows(rows, q.batch, 1, kOp));
@@ -321,6 +383,19 @@ Status CudaBackend::anchor_decode(const QueryBatch& q, const PagedKv& kv, const 
   KC_RETURN_IF_ERROR(state_->activate());
   KC_ASSIGN_OR_RETURN(const DecodeKey key, cuda::check_decode_call(q, kv, state_->options, kOp));
   KC_RETURN_IF_ERROR(state_->check_selection(q, pooling, k_per_seq, rows, kOp));
+  if (state_->tracing()) {
+    state_->trace.add_op(cuda::TracedOp::kAnchorDecode);
+    state_->trace.add_query(q);
+    state_->trace.add_kv(kv);
+    state_->trace.add_params(params);
+    state_->trace.add_pooling(pooling);
+    state_->trace.add_rows(rows);
+    state_->trace.add(static_cast<uint64_t>(output));
+    state_->trace.add_pointer(head_map);
+    state_->trace.add_output(out);
+    KC_RETURN_IF_ERROR(state_->staged.stage(k_per_seq, q.batch, kOp));
+  }
+  if (!state_->launching()) return ok_status();
   const bool dense_output = output == AnchorOutput::kDense;
   if (!dense_output) {
     // The fused sparse output reads the fresh rows as sparse_decode would only when the layouts
@@ -330,7 +405,13 @@ Status CudaBackend::anchor_decode(const QueryBatch& q, const PagedKv& kv, const 
     const bool fused = per_head ? rows.granularity == IndexGranularity::kPerQueryHead && head_map == nullptr
                                 : (rows.granularity == IndexGranularity::kPerKvGroup || h == g) && g % r == 0 &&
                                       (head_map != nullptr || r == g);
-    if (!fused) return AttentionBackend::anchor_decode(q, kv, params, pooling, k_per_seq, rows, output, head_map, out);
+    if (!fused) {
+      // The composed ops run inside this one: only this op is recorded in a graph pass.
+      ++state_->pass_depth;
+      Status composed = AttentionBackend::anchor_decode(q, kv, params, pooling, k_per_seq, rows, output, head_map, out);
+      --state_->pass_depth;
+      return composed;
+    }
   }
   return finish_op(
       in_op(state_->run_anchor(key, q, kv, params, pooling, k_per_seq, rows, dense_output, head_map, out), kOp));
@@ -340,6 +421,7 @@ Status CudaBackend::anchor_prefill(const QueryBatch& q, const PagedKv& kv, const
                                    const ScorePooling& pooling, const PrefillIndexRows& rows, AnchorOutput output,
                                    const int32_t* head_map, const AttentionOutput& out) {
   constexpr const char* kOp = "anchor_prefill";
+  KC_RETURN_IF_ERROR(state_->eager_only(kOp));
   KC_RETURN_IF_ERROR(state_->activate());
   KC_ASSIGN_OR_RETURN(const PrefillKey key, cuda::check_prefill_call(q, kv, state_->options, kOp));
   auto planned = state_->prefill_plan(key, /*selection=*/true, rows.tile_size);
@@ -347,6 +429,54 @@ Status CudaBackend::anchor_prefill(const QueryBatch& q, const PagedKv& kv, const
   return finish_op(in_op(cuda::anchor_prefill(*planned->plan, q, kv, params, pooling, rows, output, head_map, out,
                                               planned->workspace, state_->stream()),
                          kOp));
+}
+
+// ---- CUDA graph passes ----
+
+Status CudaBackend::begin_graph_pass(cuda::GraphPass pass) {
+  KC_CHECK_ARG(pass != cuda::GraphPass::kNone, "cuda backend: begin_graph_pass(kNone)");
+  KC_CHECK_ARG(state_->pass == cuda::GraphPass::kNone, "cuda backend: begin_graph_pass inside another graph pass");
+  if (state_->options.check_errors_every_op)
+    return unsupported("cuda backend: check_errors_every_op synchronises after every op, which a CUDA graph cannot "
+                       "capture");
+  state_->pass = pass;
+  state_->pass_depth = 0;
+  state_->trace.clear();
+  state_->staged.clear();
+  return ok_status();
+}
+
+Result<bool> CudaBackend::end_graph_pass() {
+  const cuda::GraphPass pass = state_->pass;
+  KC_CHECK_ARG(pass != cuda::GraphPass::kNone, "cuda backend: end_graph_pass without begin_graph_pass");
+  state_->pass = cuda::GraphPass::kNone;
+  if (pass == cuda::GraphPass::kCapture) {
+    state_->captured_trace = state_->trace;
+    state_->has_capture = true;
+    return true;
+  }
+  return state_->has_capture && state_->trace == state_->captured_trace;
+}
+
+void CudaBackend::abort_graph_pass() {
+  state_->pass = cuda::GraphPass::kNone;
+  state_->pass_depth = 0;
+  state_->trace.clear();
+}
+
+Status CudaBackend::upload_graph_inputs() {
+  KC_CHECK_ARG(state_->pass == cuda::GraphPass::kNone, "cuda backend: upload_graph_inputs inside a graph pass");
+  if (!state_->staged.staged()) return ok_status();
+  const std::vector<int32_t>& sizes = state_->staged.sizes();
+  KC_CHECK_ARG(static_cast<int32_t>(sizes.size()) <= state_->options.max_batch, "cuda backend: ", sizes.size(),
+               " staged sizes exceed max_batch ", state_->options.max_batch);
+  KC_RETURN_IF_ERROR(state_->activate());
+  // The sizes are copied into a pageable staging array first, so the copy is staged by the driver
+  // before this returns and the next pass may restage them.
+  std::copy(sizes.begin(), sizes.end(), state_->k_host.begin());
+  KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(state_->k_device.data(), state_->k_host.data(),
+                                          sizes.size() * sizeof(int32_t), cudaMemcpyHostToDevice, state_->stream()));
+  return ok_status();
 }
 
 Result<std::shared_ptr<AttentionBackend>> make_cuda_backend(const CudaBackendOptions& options) {

@@ -32,8 +32,18 @@
 // share one workspace that grows only when a larger plan needs it (prefill_plan_cache.h). After
 // that the ops allocate nothing (internal_allocations() stays constant). The selection ops of
 // decode upload the host k_per_seq array into a preallocated device buffer (pageable
-// cudaMemcpyAsync), so a decode step through this backend is not CUDA-graph capturable as is; the
-// plan/run kernels below it are.
+// cudaMemcpyAsync), which a graph cannot capture: inside a graph pass (below) the sizes are staged
+// instead and copied before each launch.
+// CUDA graphs: begin_graph_pass(kCapture) declares that the ops which follow are being captured
+// into a graph on the backend's stream (one decode step): the graph-safe ops (dense decode,
+// sparse_decode, select_decode, anchor_decode) record their arguments (graph_pass.h OpTrace) and
+// launch as usual, except that k_per_seq is staged on the host instead of copied inside the graph;
+// upload_graph_inputs() copies the staged sizes into the device buffer the captured ops read and
+// must run before every launch of the graph. begin_graph_pass(kCheck) is a host-only pass: the
+// ops record their arguments and stage the sizes but launch nothing; end_graph_pass() then says
+// whether the step's trace equals the captured one (the graph replays it). Inside a pass every
+// other op (prefill, the Quest / LessIsMore selections, allocate, copies, check_device_errors)
+// refuses with Unsupported naming it: those are not graph-safe.
 // Device-side bad data (a kv_len above max_seq_len, an index outside its sequence, a page id
 // outside the cache, cu_q_lens or tile_base inconsistent with the call) sets bits in the kernels'
 // error words: copy_to_host (which waits for the stream anyway) and check_device_errors() turn
@@ -41,7 +51,8 @@
 // Tested by tests/cuda/test_backend_policies.cpp (every policy through make_policy, decode, CPU
 // backend vs CUDA backend), tests/cuda/test_backend_prefill.cpp (every policy that prefills on
 // CUDA: chunked prefill then decode steps, CPU backend vs CUDA backend) and
-// tests/cuda/test_backend_ops.cpp (ops, refusals, errors, allocation counts).
+// tests/cuda/test_backend_ops.cpp (ops, refusals, errors, allocation counts); the graph passes by
+// tests/cuda/test_gpu_runtime_graph.cpp (trace rules without a GPU, graph vs eager decode on one).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -49,6 +60,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "cuda/backend/graph_pass.h"
 #include "kascade/backend.h"
 #include "kascade/budget.h"
 #include "kascade/dtype.h"
@@ -123,6 +135,19 @@ class CudaBackend final : public AttentionBackend {
   // Device allocations the backend made for its own plans, workspaces and scratch (not those of
   // allocate()). Constant once every op variant in use has run once.
   int64_t internal_allocations() const;
+
+  // ---- CUDA graph passes (see the header comment) ----
+  // Starts a pass; refused inside another pass and with check_errors_every_op (it synchronises).
+  Status begin_graph_pass(cuda::GraphPass pass);
+  // Ends the pass. kCapture: keeps the trace as the captured one, returns true. kCheck: true when
+  // a capture pass ended before and the pass's trace equals its trace. Either way the backend is
+  // eager again.
+  Result<bool> end_graph_pass();
+  // Ends a pass that failed (the trace is dropped, the captured one kept).
+  void abort_graph_pass();
+  // Copies the sizes staged by the last pass into the device buffer the captured selections read
+  // (pageable cudaMemcpyAsync on the stream, outside any capture). Nothing to copy: no-op.
+  Status upload_graph_inputs();
 
  private:
   struct State;

@@ -32,7 +32,7 @@ Result<void*> device_alloc(size_t bytes, const char* what) {
 
 Result<std::unique_ptr<CudaSession>> CudaSession::create(CudaModel& model, AttentionPolicy& policy,
                                                          const std::vector<int64_t>& max_tokens, int32_t chunk_size,
-                                                         int64_t max_logit_rows) {
+                                                         int64_t max_logit_rows, const CudaSessionOptions& options) {
   const ModelConfig& c = model.config();
   const CudaModelOptions& o = model.options();
   KC_CHECK_ARG(!max_tokens.empty(), "cuda session: no sequences");
@@ -78,11 +78,25 @@ Result<std::unique_ptr<CudaSession>> CudaSession::create(CudaModel& model, Atten
   KC_ASSIGN_OR_RETURN(s->kv_, device_alloc(s->plan_.kv_cache, "the KV cache"));
   KC_ASSIGN_OR_RETURN(s->workspace_, device_alloc(s->layout_.total, "the activation workspace"));
   KC_ASSIGN_OR_RETURN(s->sampler_, DeviceSampler::create(s->limits_.num_sequences, c.vocab_size, model.stream()));
+  s->host_policy_ = options.host_policy;
+  s->observer_ = options.observer;
+  if (!options.cuda_graph) {
+    s->graph_stats_.eager_reason = "CUDA graphs are off (--no-cuda-graph)";
+  } else if (options.host_policy || options.observer != nullptr) {
+    s->graph_stats_.eager_reason = "the policy or the layer observer reads host memory (calibration)";
+  } else if (const Status safe = graph_safe_policy(policy.config()); !safe.ok()) {
+    s->graph_stats_.eager_reason = safe.message();
+  } else if (model.backend()->options().check_errors_every_op) {
+    s->graph_stats_.eager_reason = "the attention backend checks device errors after every op (synchronising)";
+  } else {
+    s->graph_stats_.enabled = true;
+  }
   return s;
 }
 
 CudaSession::~CudaSession() {
   if (model_ != nullptr) (void)cudaStreamSynchronize(model_->stream());
+  graph_.reset();
   if (kv_ != nullptr) (void)cudaFree(kv_);
   if (workspace_ != nullptr) (void)cudaFree(workspace_);
 }
@@ -94,16 +108,20 @@ void* CudaSession::v_cache(int32_t layer) const {
   return static_cast<uint8_t*>(kv_) + (2 * static_cast<size_t>(layer) + 1) * kv_layer_bytes_;
 }
 
-Status CudaSession::forward(ForwardMode mode, const std::vector<runtime::CallItem>& items, int64_t* rows_out) {
+Status CudaSession::prepare(ForwardMode mode, const std::vector<runtime::CallItem>& items, const SampleStep* sample,
+                            Call* call) {
   const ModelConfig& c = model_->config();
   const int32_t page_size = model_->options().page_size;
   KC_CHECK_ARG(!items.empty(), "cuda session: a forward call without sequences");
   std::vector<bool> seen(lengths_.size(), false);
   std::vector<int32_t> tokens, positions, slots, cu = {0}, q_lens, kv_lens, rows;
+  DecodeGraphKey key;
   for (const runtime::CallItem& item : items) {
     KC_RETURN_IF_ERROR(runtime::check_call_item(mode, item, seen, lengths_, max_tokens_, "cuda session"));
     const int64_t n = static_cast<int64_t>(item.tokens.size());
     const int64_t start = lengths_[item.sequence];
+    if (item.logits_from < n) key.logit_slots.push_back(static_cast<int32_t>(key.sequences.size()));
+    key.sequences.push_back(item.sequence);
     for (int64_t i = 0; i < n; ++i) {
       KC_CHECK_ARG(item.tokens[i] >= 0 && item.tokens[i] < c.vocab_size, "cuda session: token id ", item.tokens[i],
                    " outside the vocabulary [0, ", c.vocab_size, ")");
@@ -148,6 +166,13 @@ Status CudaSession::forward(ForwardMode mode, const std::vector<runtime::CallIte
   std::copy(rows.begin(), rows.end(), host_ints_.begin() + off_rows_);
   KC_CHECK_ARG(static_cast<int64_t>(host_ints_.size()) <= layout_.int32_elements, "cuda session: call description of ",
                host_ints_.size(), " ints exceeds the planned ", layout_.int32_elements);
+  if (sample != nullptr) {
+    KC_CHECK_ARG(R == 0 || sample->params.temperature == 0.0f || static_cast<int64_t>(sample->uniforms.size()) == R,
+                 "cuda session: ", sample->uniforms.size(), " uniforms for ", R, " sampled rows");
+    key.sample = true;
+    key.sampling = sample->params;
+  }
+  if (mode == ForwardMode::kDecode && graph_stats_.enabled) key.rows_k_max = decode_rows_width(policy_->config(), kv_lens);
 
   ForwardInfo info;
   info.mode = mode;
@@ -155,13 +180,32 @@ Status CudaSession::forward(ForwardMode mode, const std::vector<runtime::CallIte
   info.q_lens = q_lens.data();
   info.kv_lens = kv_lens.data();
   KC_RETURN_IF_ERROR(policy_->begin_forward(info));
+  call->mode = mode;
+  call->batch = batch;
+  call->tokens = T;
+  call->rows = R;
+  call->key = std::move(key);
+  return ok_status();
+}
+
+Status CudaSession::upload_inputs(const Call& call, const SampleStep* sample) {
   const cudaStream_t stream = model_->stream();
-  // Pageable source: the copy is staged before cudaMemcpyAsync returns, so host_ints_ may change after.
+  // Pageable sources: the copies are staged before cudaMemcpyAsync returns, so the host arrays may
+  // change after.
   KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(at(layout_.ints), host_ints_.data(), host_ints_.size() * sizeof(int32_t),
                                           cudaMemcpyHostToDevice, stream));
+  if (sample != nullptr && call.rows > 0 && sample->params.temperature > 0.0f)
+    KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(at(layout_.uniforms), sample->uniforms.data(),
+                                            sample->uniforms.size() * sizeof(double), cudaMemcpyHostToDevice, stream));
+  return ok_status();
+}
+
+Status CudaSession::enqueue(const Call& call, const SampleStep* sample) {
+  const ModelConfig& c = model_->config();
+  const cudaStream_t stream = model_->stream();
   KC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(at(layout_.error), 0, sizeof(uint32_t), stream));
-  KC_RETURN_IF_ERROR(run_layers(batch, T));
-  *rows_out = R;
+  KC_RETURN_IF_ERROR(run_layers(call.batch, call.tokens));
+  const int64_t R = call.rows;
   if (R == 0) return ok_status();
   const DType act = model_->options().act_dtype;
   const int32_t hidden = static_cast<int32_t>(c.hidden_size);
@@ -169,8 +213,112 @@ Status CudaSession::forward(ForwardMode mode, const std::vector<runtime::CallIte
   KC_RETURN_IF_ERROR(rmsnorm_rows(static_cast<const float*>(at(layout_.x)), d_ints + off_rows_, R, hidden,
                                   model_->weights().final_norm(), static_cast<float>(c.rms_norm_eps),
                                   at(layout_.final_rows), act, stream));
-  return model_->cublas().linear(at(layout_.final_rows), model_->weights().lm_head(), at(layout_.logits), R,
-                                 c.vocab_size, hidden, act, DType::kF32, false);
+  KC_RETURN_IF_ERROR(model_->cublas().linear(at(layout_.final_rows), model_->weights().lm_head(), at(layout_.logits),
+                                             R, c.vocab_size, hidden, act, DType::kF32, false));
+  if (sample == nullptr) return ok_status();
+  return sampler_->sample(static_cast<const float*>(at(layout_.logits)), static_cast<int32_t>(R), sample->params,
+                          static_cast<const double*>(at(layout_.uniforms)), static_cast<int32_t*>(at(layout_.tokens_out)));
+}
+
+Status CudaSession::forward(const Call& call, const SampleStep* sample) {
+  if (call.mode == ForwardMode::kDecode && graph_stats_.enabled) return forward_graph(call, sample);
+  if (call.mode == ForwardMode::kDecode) ++graph_stats_.eager_steps;
+  KC_RETURN_IF_ERROR(upload_inputs(call, sample));
+  return enqueue(call, sample);
+}
+
+Status CudaSession::forward_graph(const Call& call, const SampleStep* sample) {
+  const cudaStream_t stream = model_->stream();
+  CudaBackend& backend = *model_->backend();
+  if (graph_.ready() && call.key == graph_key_) {
+    // Replay: the policy runs on the host (plans, statistics) while the backend checks its ops.
+    KC_RETURN_IF_ERROR(backend.begin_graph_pass(GraphPass::kCheck));
+    const Status pass = policy_pass(call.batch, call.tokens);
+    if (!pass.ok()) {
+      backend.abort_graph_pass();
+      return pass;
+    }
+    KC_ASSIGN_OR_RETURN(const bool same, backend.end_graph_pass());
+    if (same) {
+      KC_RETURN_IF_ERROR(upload_inputs(call, sample));
+      KC_RETURN_IF_ERROR(backend.upload_graph_inputs());
+      KC_RETURN_IF_ERROR(graph_.launch(stream));
+      ++graph_stats_.replays;
+      return ok_status();
+    }
+    ++graph_stats_.trace_mismatches;  // recapture below (the policy ran twice for this step)
+  }
+  const bool warm = std::any_of(warm_.begin(), warm_.end(),
+                                [&call](const DecodeGraphKey& k) { return k.same_composition(call.key); });
+  if (!warm) {
+    // The first step of a composition runs eagerly: it makes the attention plans (allocations a
+    // capture must not contain) and loads the kernels.
+    warm_.push_back(call.key);
+    ++graph_stats_.eager_steps;
+    KC_RETURN_IF_ERROR(upload_inputs(call, sample));
+    return enqueue(call, sample);
+  }
+  KC_RETURN_IF_ERROR(backend.begin_graph_pass(GraphPass::kCapture));
+  const Status captured = graph_.capture(stream, [&]() { return enqueue(call, sample); });
+  if (!captured.ok()) {
+    backend.abort_graph_pass();
+    graph_stats_.enabled = false;
+    graph_stats_.eager_reason = captured.to_string();
+    ++graph_stats_.eager_steps;
+    KC_RETURN_IF_ERROR(upload_inputs(call, sample));
+    return enqueue(call, sample);
+  }
+  KC_ASSIGN_OR_RETURN(const bool kept, backend.end_graph_pass());
+  if (!kept) return internal_error("cuda session: the backend did not keep the captured trace");
+  graph_key_ = call.key;
+  KC_RETURN_IF_ERROR(upload_inputs(call, sample));
+  KC_RETURN_IF_ERROR(backend.upload_graph_inputs());
+  KC_RETURN_IF_ERROR(graph_.launch(stream));
+  ++graph_stats_.captures;
+  return ok_status();
+}
+
+QueryBatch CudaSession::query_view(int32_t batch, int64_t T) const {
+  const ModelConfig& c = model_->config();
+  QueryBatch q;
+  q.q = at(layout_.q);
+  q.dtype = model_->options().act_dtype;
+  q.batch = batch;
+  q.total_q = static_cast<int32_t>(T);
+  q.num_heads = static_cast<int32_t>(c.num_attention_heads);
+  q.head_dim = static_cast<int32_t>(c.head_dim);
+  q.cu_q_lens = static_cast<const int32_t*>(at(layout_.ints)) + off_cu_;
+  return q;
+}
+
+PagedKv CudaSession::kv_view() const {
+  const ModelConfig& c = model_->config();
+  const int32_t* d_ints = static_cast<const int32_t*>(at(layout_.ints));
+  PagedKv kv;
+  kv.dtype = model_->options().act_dtype;
+  kv.num_pages = num_pages_;
+  kv.page_size = model_->options().page_size;
+  kv.num_kv_heads = static_cast<int32_t>(c.num_key_value_heads);
+  kv.head_dim = static_cast<int32_t>(c.head_dim);
+  kv.block_table = d_ints + off_table_;
+  kv.max_pages_per_seq = limits_.max_pages_per_seq;
+  kv.kv_lens = d_ints + off_kv_lens_;
+  return kv;
+}
+
+Status CudaSession::policy_pass(int32_t batch, int64_t T) {
+  const QueryBatch q = query_view(batch, T);
+  PagedKv kv = kv_view();
+  AttentionParams params;
+  params.scale = model_->attention_scale();
+  const AttentionOutput out{at(layout_.attn), model_->options().act_dtype, nullptr};
+  for (int32_t l = 0; l < static_cast<int32_t>(model_->config().num_hidden_layers); ++l) {
+    kv.k = k_cache(l);
+    kv.v = v_cache(l);
+    Status s = policy_->attention(l, q, kv, params, out);
+    if (!s.ok()) return s.with_context("layer " + std::to_string(l));
+  }
+  return ok_status();
 }
 
 Status CudaSession::run_layers(int32_t batch, int64_t T) {
@@ -187,29 +335,19 @@ Status CudaSession::run_layers(int32_t batch, int64_t T) {
   float* x = static_cast<float*>(at(layout_.x));
   KC_RETURN_IF_ERROR(embedding_gather(w.embed_tokens(), act, c.vocab_size, hidden, d_ints + off_tokens_, T, x,
                                       static_cast<uint32_t*>(at(layout_.error)), stream));
-  QueryBatch q;
-  q.q = at(layout_.q);
-  q.dtype = act;
-  q.batch = batch;
-  q.total_q = static_cast<int32_t>(T);
-  q.num_heads = H;
-  q.head_dim = d;
-  q.cu_q_lens = d_ints + off_cu_;
-  PagedKv kv;
-  kv.dtype = act;
-  kv.num_pages = num_pages_;
-  kv.page_size = model_->options().page_size;
-  kv.num_kv_heads = G;
-  kv.head_dim = d;
-  kv.block_table = d_ints + off_table_;
-  kv.max_pages_per_seq = limits_.max_pages_per_seq;
-  kv.kv_lens = d_ints + off_kv_lens_;
+  const QueryBatch q = query_view(batch, T);
+  PagedKv kv = kv_view();
   AttentionParams params;
   params.scale = model_->attention_scale();
   const AttentionOutput out{at(layout_.attn), act, nullptr};
   AttentionInputsShape shape{T, H, G, d, act};
   for (int32_t l = 0; l < static_cast<int32_t>(c.num_hidden_layers); ++l) {
     const DeviceLayerWeights& lw = w.layer(l);
+    const size_t residual_bytes = static_cast<size_t>(T) * static_cast<size_t>(hidden) * sizeof(float);
+    if (observer_ != nullptr) {
+      host_x_.resize(static_cast<size_t>(T) * static_cast<size_t>(hidden));
+      KC_RETURN_IF_ERROR(to_host(host_x_.data(), x, residual_bytes));
+    }
     KC_RETURN_IF_ERROR(rmsnorm_rows(x, nullptr, T, hidden, lw.input_norm, eps, at(layout_.h), act, stream));
     KC_RETURN_IF_ERROR(blas.linear(at(layout_.h), lw.qkv, at(layout_.qkv), T, (H + 2 * G) * d, hidden, act, act, false));
     AttentionInputsArgs args;
@@ -227,14 +365,54 @@ Status CudaSession::run_layers(int32_t batch, int64_t T) {
     KC_RETURN_IF_ERROR(attention_inputs(shape, args, stream));
     kv.k = k_cache(l);
     kv.v = v_cache(l);
-    Status s = policy_->attention(l, q, kv, params, out);
+    Status s = host_policy_ ? host_attention(l, q, kv, params, out) : policy_->attention(l, q, kv, params, out);
     if (!s.ok()) return s.with_context("layer " + std::to_string(l));
     KC_RETURN_IF_ERROR(blas.linear(at(layout_.attn), lw.o_proj, x, T, hidden, H * d, act, DType::kF32, true));
+    if (observer_ != nullptr) {
+      // The attention block output: the residual after o_proj minus the one before.
+      host_attn_.resize(host_x_.size());
+      KC_RETURN_IF_ERROR(to_host(host_attn_.data(), x, residual_bytes));
+      for (size_t i = 0; i < host_attn_.size(); ++i) host_attn_[i] -= host_x_[i];
+      Status observed = observer_->on_attention(l, host_x_.data(), host_attn_.data(), T);
+      if (!observed.ok()) return observed.with_context("layer observer, layer " + std::to_string(l));
+    }
     KC_RETURN_IF_ERROR(rmsnorm_rows(x, nullptr, T, hidden, lw.post_norm, eps, at(layout_.h), act, stream));
     KC_RETURN_IF_ERROR(blas.linear(at(layout_.h), lw.gate_up, at(layout_.gate_up), T, 2 * inter, hidden, act, act, false));
     KC_RETURN_IF_ERROR(silu_mul(at(layout_.gate_up), T, inter, at(layout_.mlp), act, stream));
     KC_RETURN_IF_ERROR(blas.linear(at(layout_.mlp), lw.down_proj, x, T, hidden, inter, act, DType::kF32, true));
   }
+  return ok_status();
+}
+
+Status CudaSession::to_host(void* dst, const void* src, size_t bytes) {
+  KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, model_->stream()));
+  KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(model_->stream()));
+  return ok_status();
+}
+
+Status CudaSession::host_attention(int32_t layer, const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                                   const AttentionOutput& out) {
+  const size_t q_bytes = static_cast<size_t>(q.total_q) * static_cast<size_t>(q.num_heads) *
+                         static_cast<size_t>(q.head_dim) * dtype_size(q.dtype);
+  host_q_.resize(q_bytes);
+  host_k_.resize(kv_layer_bytes_);
+  host_v_.resize(kv_layer_bytes_);
+  host_out_.assign(q_bytes, 0);
+  KC_RETURN_IF_ERROR(to_host(host_q_.data(), q.q, q_bytes));
+  KC_RETURN_IF_ERROR(to_host(host_k_.data(), kv.k, kv_layer_bytes_));
+  KC_RETURN_IF_ERROR(to_host(host_v_.data(), kv.v, kv_layer_bytes_));
+  QueryBatch host_q = q;
+  host_q.q = host_q_.data();
+  host_q.cu_q_lens = host_ints_.data() + off_cu_;
+  PagedKv host_kv = kv;
+  host_kv.k = host_k_.data();
+  host_kv.v = host_v_.data();
+  host_kv.block_table = host_ints_.data() + off_table_;
+  host_kv.kv_lens = host_ints_.data() + off_kv_lens_;
+  const AttentionOutput host_out{host_out_.data(), out.dtype, nullptr};
+  KC_RETURN_IF_ERROR(policy_->attention(layer, host_q, host_kv, params, host_out));
+  // Pageable source: staged before the call returns, so host_out_ may change after.
+  KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.o, host_out_.data(), q_bytes, cudaMemcpyHostToDevice, model_->stream()));
   return ok_status();
 }
 
@@ -252,9 +430,10 @@ Status CudaSession::commit(const std::vector<runtime::CallItem>& items) {
 Status CudaSession::step(ForwardMode mode, const std::vector<runtime::CallItem>& items, std::vector<float>* logits) {
   KC_CHECK_ARG(logits != nullptr, "cuda session: logits is null");
   const auto start = Clock::now();
-  int64_t rows = 0;
-  KC_RETURN_IF_ERROR(forward(mode, items, &rows));
-  const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(model_->config().vocab_size);
+  Call call;
+  KC_RETURN_IF_ERROR(prepare(mode, items, nullptr, &call));
+  KC_RETURN_IF_ERROR(forward(call, nullptr));
+  const size_t count = static_cast<size_t>(call.rows) * static_cast<size_t>(model_->config().vocab_size);
   logits->resize(count);
   if (count > 0)
     KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits->data(), at(layout_.logits), count * sizeof(float),
@@ -270,22 +449,16 @@ Status CudaSession::step_sample(ForwardMode mode, const std::vector<runtime::Cal
   KC_CHECK_ARG(tokens != nullptr, "cuda session: tokens is null");
   KC_ASSIGN_OR_RETURN(const int64_t expected, runtime::count_sampled_rows(items, uniforms.size()));
   const auto start = Clock::now();
-  int64_t rows = 0;
-  KC_RETURN_IF_ERROR(forward(mode, items, &rows));
-  if (rows != expected) return internal_error("cuda session: ", rows, " logit rows, expected ", expected);
-  tokens->resize(static_cast<size_t>(rows));
-  if (rows > 0) {
-    const cudaStream_t stream = model_->stream();
-    if (sampler.temperature > 0.0f)
-      KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(at(layout_.uniforms), uniforms.data(), uniforms.size() * sizeof(double),
-                                              cudaMemcpyHostToDevice, stream));
-    KC_RETURN_IF_ERROR(sampler_->sample(static_cast<const float*>(at(layout_.logits)), static_cast<int32_t>(rows),
-                                        SamplingParams{sampler.temperature, sampler.top_k, sampler.top_p},
-                                        static_cast<const double*>(at(layout_.uniforms)),
-                                        static_cast<int32_t*>(at(layout_.tokens_out))));
-    KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tokens->data(), at(layout_.tokens_out), static_cast<size_t>(rows) * sizeof(int32_t),
-                                            cudaMemcpyDeviceToHost, stream));
-  }
+  const SampleStep sample{SamplingParams{sampler.temperature, sampler.top_k, sampler.top_p}, uniforms};
+  Call call;
+  KC_RETURN_IF_ERROR(prepare(mode, items, &sample, &call));
+  if (call.rows != expected) return internal_error("cuda session: ", call.rows, " logit rows, expected ", expected);
+  KC_RETURN_IF_ERROR(forward(call, call.rows > 0 ? &sample : nullptr));
+  tokens->resize(static_cast<size_t>(call.rows));
+  if (call.rows > 0)
+    KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tokens->data(), at(layout_.tokens_out),
+                                            static_cast<size_t>(call.rows) * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                            model_->stream()));
   KC_RETURN_IF_ERROR(commit(items));
   for (size_t i = 0; i < tokens->size(); ++i)
     if ((*tokens)[i] < 0) return out_of_range("cuda session: the logits of sampled row ", i, " hold a NaN");

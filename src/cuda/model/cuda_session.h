@@ -19,10 +19,30 @@
 // the resident weights and checked against cudaMemGetInfo (runtime::check_gpu_memory); a batch ×
 // context that does not fit is refused with a message naming every number.
 //
-// Not on CUDA: the ForwardObserver (calibration's importance statistic reads the residual stream on
-// the host) — the runtime refuses it before creating a session.
-// Tested by tests/cuda/test_gpu_runtime_parity.cpp (logits and greedy tokens vs the CPU runtime)
-// and tests/cuda/test_gpu_runtime_memory.cpp (planning, refusals).
+// CUDA graphs (RuntimeOptions::cuda_graph, kascade/runtime.h CudaGraphStats): a decode call of a
+// graph-safe policy (decode_graph.h) whose composition ran eagerly once is captured (error word
+// reset, embedding, every layer with the policy's attention, final norm, LM head and, for
+// step_sample, the device sampler) and launched; later decode calls of the same composition and
+// row width run the policy once on the host with the backend in a check pass (nothing launches:
+// the policy plans its rows, counts its statistics, and the backend compares every op's
+// arguments with the captured ones), upload the call description and selection sizes, and launch
+// the graph. Prefill calls always run eagerly (their plans depend on each chunk's lengths). A
+// capture that fails is reported in CudaGraphStats::eager_reason and the session goes on eagerly
+// (that step's attended-key statistics may then count twice for the layers captured before the
+// failure).
+//
+// Host policies and the layer observer (`kascade calibrate --device cuda`): a policy that does not
+// run on the CUDA backend (calibration's recording policy reads host memory) is run on the host:
+// for every layer the session copies the call's q and the layer's whole K and V cache to host
+// memory (the activation dtype, with host copies of the block table, kv_lens and cu_q_lens), calls
+// the policy on those views, and copies its output back to the device before o_proj. With a
+// ForwardObserver the residual stream entering each layer and the attention block output after
+// o_proj (the residual after o_proj minus the one before, fp32) are copied to the host and passed
+// to it. Both synchronise per layer and run eagerly (no CUDA graph): they are for calibration, not
+// for speed.
+// Tested by tests/cuda/test_gpu_runtime_parity.cpp (logits and greedy tokens vs the CPU runtime),
+// tests/cuda/test_gpu_runtime_memory.cpp (planning, refusals) and tests/cuda/test_gpu_runtime_graph.cpp
+// (graph decode vs eager decode: logits, greedy and sampled tokens, varlen batches, the eager reasons).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +51,7 @@
 #include <vector>
 
 #include "cuda/model/cuda_model.h"
+#include "cuda/model/decode_graph.h"
 #include "cuda/ops/sampling.h"
 #include "kascade/policy.h"
 #include "runtime/forward_session.h"
@@ -38,29 +59,69 @@
 
 namespace kascade::cuda {
 
+struct CudaSessionOptions {
+  bool cuda_graph = true;               // capture and replay decode calls (graph-safe policies)
+  bool host_policy = false;             // the policy reads host memory (see the header comment)
+  ForwardObserver* observer = nullptr;  // per-layer residual stream and attention output, or none
+};
+
 class CudaSession final : public runtime::ForwardSession {
  public:
   // max_tokens[s]: most tokens sequence s will hold (<= the model's max_seq_len); chunk_size: most
-  // tokens of one sequence in one call; max_logit_rows: most logit rows one call requests.
+  // tokens of one sequence in one call; max_logit_rows: most logit rows one call requests;
   static Result<std::unique_ptr<CudaSession>> create(CudaModel& model, AttentionPolicy& policy,
                                                      const std::vector<int64_t>& max_tokens, int32_t chunk_size,
-                                                     int64_t max_logit_rows);
+                                                     int64_t max_logit_rows, const CudaSessionOptions& options = {});
   ~CudaSession() override;
 
   Status step(ForwardMode mode, const std::vector<runtime::CallItem>& items, std::vector<float>* logits) override;
   Status step_sample(ForwardMode mode, const std::vector<runtime::CallItem>& items, const SamplerConfig& sampler,
                      std::span<const double> uniforms, std::vector<int32_t>* tokens) override;
   ForwardTimings timings() const override { return timings_; }
+  CudaGraphStats cuda_graph_stats() const override { return graph_stats_; }
 
   // The memory the session planned (and allocated) beside the weights.
   const runtime::GpuMemoryPlan& memory_plan() const { return plan_; }
 
  private:
   CudaSession(CudaModel& model, AttentionPolicy& policy) : model_(&model), policy_(&policy) {}
-  // Validates the items, uploads the call description, runs the forward pass up to the logits of
-  // the requested rows (on the device); *rows gets their count.
-  Status forward(ForwardMode mode, const std::vector<runtime::CallItem>& items, int64_t* rows);
+
+  // A prepared call: its sizes and (decode) what a graph of it depends on.
+  struct Call {
+    ForwardMode mode = ForwardMode::kPrefill;
+    int32_t batch = 0;
+    int64_t tokens = 0;
+    int64_t rows = 0;  // logit rows
+    DecodeGraphKey key;
+  };
+  // The sampler step of step_sample (absent for step).
+  struct SampleStep {
+    SamplingParams params;
+    std::span<const double> uniforms;  // [rows] host
+  };
+
+  // Validates the items, packs the call description into host_ints_, starts the policy's call.
+  Status prepare(ForwardMode mode, const std::vector<runtime::CallItem>& items, const SampleStep* sample, Call* call);
+  // Runs the prepared call up to the logits (and sampled tokens) on the device: eagerly, or through
+  // the decode graph.
+  Status forward(const Call& call, const SampleStep* sample);
+  // The host -> device copies of a call: its description and the sampler's uniforms.
+  Status upload_inputs(const Call& call, const SampleStep* sample);
+  // Everything a call launches, with no host copy and no synchronisation (capturable).
+  Status enqueue(const Call& call, const SampleStep* sample);
   Status run_layers(int32_t batch, int64_t tokens);
+  // The policy's attention of every layer with the views run_layers passes (a graph check pass).
+  Status policy_pass(int32_t batch, int64_t tokens);
+  // The attention of one layer through a host policy (see the header comment).
+  Status host_attention(int32_t layer, const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                        const AttentionOutput& out);
+  // bytes from the device into host memory, after the stream's earlier work (synchronises).
+  Status to_host(void* dst, const void* src, size_t bytes);
+  // The views of a call (kv.k / kv.v are set per layer).
+  QueryBatch query_view(int32_t batch, int64_t tokens) const;
+  PagedKv kv_view() const;
+  // Decode through the graph: replay, recapture, or eager when the composition is new.
+  Status forward_graph(const Call& call, const SampleStep* sample);
   void* at(size_t offset) const { return static_cast<uint8_t*>(workspace_) + offset; }
   void* k_cache(int32_t layer) const;
   void* v_cache(int32_t layer) const;
@@ -84,6 +145,16 @@ class CudaSession final : public runtime::ForwardSession {
   int64_t off_tokens_ = 0, off_positions_ = 0, off_slots_ = 0, off_cu_ = 0, off_kv_lens_ = 0, off_table_ = 0,
           off_rows_ = 0;
   ForwardTimings timings_;
+  // Host policy and observer (calibration).
+  bool host_policy_ = false;
+  ForwardObserver* observer_ = nullptr;
+  std::vector<uint8_t> host_q_, host_k_, host_v_, host_out_;  // act dtype: q / out [T, H, d], K / V one layer
+  std::vector<float> host_x_, host_attn_;                     // [T, hidden] fp32
+  // CUDA graph decode.
+  DecodeGraph graph_;
+  DecodeGraphKey graph_key_;                    // of the captured graph
+  std::vector<DecodeGraphKey> warm_;            // compositions that ran eagerly once
+  CudaGraphStats graph_stats_;
 };
 
 }  // namespace kascade::cuda

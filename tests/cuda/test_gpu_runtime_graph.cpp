@@ -1,0 +1,425 @@
+// tests/cuda/test_gpu_runtime_graph.cpp — the decode step captured in a CUDA graph
+// (src/cuda/model/decode_graph.h, cuda_session.h, the backend's graph passes in cuda_backend.h).
+//
+// Without a GPU (they run wherever the CUDA tests are built):
+//   GraphPassTrace.*  the op trace changes with every argument it must pin (pointers, sizes, row
+//                     width, head map, pooling) and not otherwise; staged selection sizes must agree
+//                     across the ops of a step; which policies are graph-safe; the width of the
+//                     decode index rows against budget_k; when two steps share a graph.
+// On the GPU (skipped without one):
+//   GpuBackendGraphPass.*  inside a pass the backend refuses what is not graph-safe (allocate,
+//     copies, error checks, nested passes) with Unsupported, a check pass matches only after a
+//     capture, and the backend is eager again after end_graph_pass.
+// Also on the GPU, kascade-tiny with its real weights (tests/unit/runtime/
+// tiny_model_case.h: two task-suite prompts of ~1.5K and ~1K tokens, chunks of 512):
+//   GpuRuntimeGraph.TeacherForcedLogitsEqualEager/{dense,kascade}: teacher-forced decode with
+//     continuations of 12 and 7 tokens, so the batch is 2 sequences of different lengths for 7
+//     steps, then 1 (a second composition: eager warm-up, capture, replays). The reference is the
+//     same run with --no-cuda-graph. Graph and eager launch the same kernels with the same inputs,
+//     so they agree exactly unless a kernel is itself run-to-run nondeterministic; the tolerance is
+//     therefore 4 x the deviation between two eager runs (measured, printed; 0 when the kernels
+//     are deterministic) + 1e-6 of max |logit|. A stale input in a replay (a position, a kv_len, a
+//     selection size, a block table) moves logits by O(max |logit|), far above it. Every row's
+//     argmax must agree wherever the eager top-2 margin exceeds 1e-3 of max |logit|. The statistics
+//     must show the path taken: 2 eager steps (one per composition), >= 2 captures, >= 5 replays,
+//     no trace mismatch.
+//   GpuRuntimeGraph.GenerationEqualsEager/{dense,kascade}: greedy and sampled (temperature 0.8,
+//     top-p 0.9: the uniforms are uploaded before each launch) generation of 16 tokens per
+//     sequence, graph vs eager: equal tokens on the prefix where two eager runs agree (all of it
+//     when the kernels are deterministic; at least 8 tokens per sequence asserted).
+//   GpuRuntimeGraph.BaselinesAndSwitchRunEagerlyWithAReason: streaming (not graph-safe) and
+//     --no-cuda-graph decode eagerly, and say why.
+// Run all of them: kascade_cuda_tests --gtest_filter='*GraphPass*:*GpuRuntimeGraph*'
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cuda/backend/cuda_backend.h"
+#include "cuda/backend/graph_pass.h"
+#include "cuda/model/decode_graph.h"
+#include "cuda_test_support.h"
+#include "kascade/budget.h"
+#include "kascade/runtime.h"
+#include "unit/runtime/tiny_model_case.h"
+
+namespace kascade::testing {
+namespace {
+
+using cuda::DecodeGraphKey;
+using cuda::OpTrace;
+using cuda::StagedSizes;
+
+// ---- host-side rules (no GPU) ----
+
+struct Views {
+  QueryBatch q;
+  PagedKv kv;
+  AttentionParams params;
+  DecodeIndexRows rows;
+  AttentionOutput out;
+};
+
+Views sample_views() {
+  static int32_t ints[64];
+  static char memory[1024];
+  Views v;
+  v.q = QueryBatch{memory, DType::kBF16, 2, 2, 8, 64, ints};
+  v.kv = PagedKv{memory + 64, memory + 128, DType::kBF16, 100, 16, 2, 64, ints + 4, 7, ints + 12};
+  v.params.scale = 0.125f;
+  v.rows = DecodeIndexRows{ints + 20, ints + 40, 2, 2, 160, IndexGranularity::kPerKvGroup};
+  v.out = AttentionOutput{memory + 256, DType::kBF16, nullptr};
+  return v;
+}
+
+OpTrace trace_of(const Views& v, const int32_t* head_map) {
+  OpTrace t;
+  t.add_op(cuda::TracedOp::kSparseDecode);
+  t.add_query(v.q);
+  t.add_kv(v.kv);
+  t.add_params(v.params);
+  t.add_rows(v.rows);
+  t.add_pointer(head_map);
+  t.add_output(v.out);
+  return t;
+}
+
+TEST(GraphPassTrace, EqualArgumentsGiveEqualTracesAndEveryPinnedFieldChangesIt) {
+  const Views base = sample_views();
+  int32_t map[2] = {1, 0};
+  const OpTrace reference = trace_of(base, map);
+  EXPECT_TRUE(trace_of(sample_views(), map) == reference);
+  std::vector<std::pair<const char*, Views>> changed;
+  Views v = base;
+  v.q.batch = 1;
+  changed.push_back({"q.batch", v});
+  v = base;
+  v.q.cu_q_lens = base.q.cu_q_lens + 1;
+  changed.push_back({"q.cu_q_lens", v});
+  v = base;
+  v.kv.k = static_cast<const char*>(base.kv.k) + 2;
+  changed.push_back({"kv.k", v});
+  v = base;
+  v.kv.kv_lens = base.kv.kv_lens + 1;
+  changed.push_back({"kv.kv_lens", v});
+  v = base;
+  v.kv.max_pages_per_seq = 8;
+  changed.push_back({"kv.max_pages_per_seq", v});
+  v = base;
+  v.params.scale = 0.126f;
+  changed.push_back({"params.scale", v});
+  v = base;
+  v.rows.k_max = 161;
+  changed.push_back({"rows.k_max", v});
+  v = base;
+  v.rows.indices = base.rows.indices + 1;
+  changed.push_back({"rows.indices", v});
+  v = base;
+  v.rows.granularity = IndexGranularity::kPerQueryHead;
+  changed.push_back({"rows.granularity", v});
+  v = base;
+  v.out.o = static_cast<char*>(base.out.o) + 2;
+  changed.push_back({"out.o", v});
+  for (const auto& [what, views] : changed) EXPECT_FALSE(trace_of(views, map) == reference) << what;
+  EXPECT_FALSE(trace_of(base, map + 1) == reference) << "head map pointer";
+  EXPECT_FALSE(trace_of(base, nullptr) == reference) << "identity head map";
+  OpTrace other_op;
+  other_op.add_op(cuda::TracedOp::kAnchorDecode);
+  OpTrace sparse_op;
+  sparse_op.add_op(cuda::TracedOp::kSparseDecode);
+  EXPECT_FALSE(other_op == sparse_op);
+  OpTrace pooled_sum, pooled_max;
+  pooled_sum.add_pooling(ScorePooling{2, ScoreReduce::kSum});
+  pooled_max.add_pooling(ScorePooling{2, ScoreReduce::kMax});
+  EXPECT_FALSE(pooled_sum == pooled_max);
+}
+
+TEST(GraphPassTrace, StagedSizesMustAgreeWithinAStep) {
+  StagedSizes staged;
+  EXPECT_FALSE(staged.staged());
+  const int32_t k[3] = {128, 154, 301};
+  KC_ASSERT_OK(staged.stage(k, 3, "anchor_decode"));
+  EXPECT_TRUE(staged.staged());
+  EXPECT_EQ(staged.sizes(), (std::vector<int32_t>{128, 154, 301}));
+  KC_ASSERT_OK(staged.stage(k, 3, "anchor_decode"));  // the next anchor of the step
+  const int32_t other[3] = {128, 155, 301};
+  const Status differs = staged.stage(other, 3, "anchor_decode");
+  EXPECT_EQ(differs.code(), StatusCode::kUnsupported) << differs.to_string();
+  EXPECT_FALSE(staged.stage(k, 2, "anchor_decode").ok()) << "a different batch";
+  EXPECT_FALSE(staged.stage(nullptr, 3, "anchor_decode").ok());
+  staged.clear();
+  KC_ASSERT_OK(staged.stage(other, 3, "anchor_decode"));
+  EXPECT_EQ(staged.sizes()[1], 155);
+}
+
+TEST(GraphPassTrace, GraphSafePoliciesAndRowWidth) {
+  PolicyConfig config;
+  for (const std::string& name : policy_names()) {
+    config.name = name;
+    const Status safe = cuda::graph_safe_policy(config);
+    const bool expected = name == "dense" || name == "kascade" || name == "kascade-noremap" ||
+                          name == "kascade-pooled" || name == "kascade-decode";
+    EXPECT_EQ(safe.ok(), expected) << name << ": " << safe.to_string();
+    if (!expected) {
+      EXPECT_EQ(safe.code(), StatusCode::kUnsupported);
+      EXPECT_NE(safe.message().find(name), std::string::npos) << safe.message();
+    }
+  }
+  config.name = "dense";
+  EXPECT_EQ(cuda::decode_rows_width(config, {5000, 30}), 0);
+  config.name = "kascade";
+  config.budget.rho_ppm = 100000;
+  config.budget.k_min = 64;
+  // k(n) = min(n, max(64, ceil(n / 10))): 5000 -> 500, 1537 -> 154, 30 -> 30.
+  EXPECT_EQ(cuda::decode_rows_width(config, {1537, 30}), 154);
+  EXPECT_EQ(cuda::decode_rows_width(config, {30, 5000}), 500);
+  EXPECT_EQ(cuda::decode_rows_width(config, {30}), 30);
+  EXPECT_EQ(cuda::decode_rows_width(config, {1537}), budget_k(1537, config.budget));
+}
+
+TEST(GraphPassTrace, StepsShareAGraphOnlyWithTheSameCompositionAndRowWidth) {
+  DecodeGraphKey a;
+  a.sequences = {0, 1};
+  a.logit_slots = {0, 1};
+  a.sample = true;
+  a.rows_k_max = 154;
+  DecodeGraphKey b = a;
+  EXPECT_TRUE(a == b);
+  b.rows_k_max = 155;
+  EXPECT_TRUE(a.same_composition(b));
+  EXPECT_FALSE(a == b);
+  b = a;
+  b.sequences = {1, 0};
+  EXPECT_FALSE(a.same_composition(b));
+  b = a;
+  b.logit_slots = {1};
+  EXPECT_FALSE(a.same_composition(b));
+  b = a;
+  b.sampling.temperature = 0.8f;
+  EXPECT_FALSE(a.same_composition(b));
+  b = a;
+  b.sample = false;
+  EXPECT_FALSE(a.same_composition(b));
+}
+
+// ---- on the GPU ----
+
+TEST(GpuBackendGraphPass, RefusesWhatIsNotGraphSafeAndComparesTraces) {
+  KC_SKIP_WITHOUT_GPU();
+  CudaBackendOptions options;
+  options.max_batch = 2;
+  options.max_seq_len = 256;
+  auto backend = CudaBackend::create(options);
+  ASSERT_TRUE(backend.ok()) << backend.status().to_string();
+  CudaBackend& b = **backend;
+  auto buffer = b.allocate(64);
+  ASSERT_TRUE(buffer.ok()) << buffer.status().to_string();
+  int32_t host[4] = {1, 2, 3, 4};
+  KC_ASSERT_OK(b.begin_graph_pass(cuda::GraphPass::kCheck));
+  EXPECT_FALSE(b.begin_graph_pass(cuda::GraphPass::kCapture).ok()) << "nested pass";
+  EXPECT_EQ(b.allocate(64).status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(b.copy_from_host(buffer->data(), host, sizeof(host)).code(), StatusCode::kUnsupported);
+  EXPECT_EQ(b.copy_to_host(host, buffer->data(), sizeof(host)).code(), StatusCode::kUnsupported);
+  EXPECT_EQ(b.check_device_errors().code(), StatusCode::kUnsupported);
+  EXPECT_FALSE(b.upload_graph_inputs().ok()) << "inside a pass";
+  auto same = b.end_graph_pass();
+  ASSERT_TRUE(same.ok()) << same.status().to_string();
+  EXPECT_FALSE(*same) << "nothing was captured yet";
+  // An empty capture pass, then an empty check pass: equal traces.
+  KC_ASSERT_OK(b.begin_graph_pass(cuda::GraphPass::kCapture));
+  auto kept = b.end_graph_pass();
+  ASSERT_TRUE(kept.ok() && *kept);
+  KC_ASSERT_OK(b.begin_graph_pass(cuda::GraphPass::kCheck));
+  same = b.end_graph_pass();
+  ASSERT_TRUE(same.ok() && *same);
+  EXPECT_FALSE(b.end_graph_pass().ok()) << "no pass to end";
+  // Eager again: everything works.
+  KC_ASSERT_OK(b.copy_from_host(buffer->data(), host, sizeof(host)));
+  KC_ASSERT_OK(b.upload_graph_inputs());
+  int32_t back[4] = {};
+  KC_ASSERT_OK(b.copy_to_host(back, buffer->data(), sizeof(back)));
+  EXPECT_EQ(back[3], 4);
+  CudaBackendOptions checking = options;
+  checking.check_errors_every_op = true;
+  auto synchronising = CudaBackend::create(checking);
+  ASSERT_TRUE(synchronising.ok());
+  EXPECT_EQ((*synchronising)->begin_graph_pass(cuda::GraphPass::kCapture).code(), StatusCode::kUnsupported);
+}
+
+// ---- on the GPU: kascade-tiny, graph vs eager ----
+
+RuntimeOptions tiny_options(const std::string& policy, bool graph) {
+  RuntimeOptions o = policy == "kascade" ? tiny::kascade_options(Device::kCuda) : tiny::options(Device::kCuda);
+  o.cuda_graph = graph;
+  return o;
+}
+
+std::vector<TeacherForcedInput> decode_inputs(const std::vector<std::vector<int32_t>>& prompts) {
+  std::vector<TeacherForcedInput> in(2);
+  const size_t lengths[2] = {12, 7};  // the batch shrinks from 2 to 1 after 7 steps
+  for (size_t s = 0; s < 2; ++s) {
+    in[s].prompt = prompts[s];
+    // Continue with the prompt's own text (a plausible continuation: clear margins).
+    for (size_t i = 0; i < lengths[s]; ++i) in[s].continuation.push_back(prompts[s][100 + 3 * i]);
+    in[s].first_logit_position = static_cast<int64_t>(prompts[s].size()) - 1;
+  }
+  return in;
+}
+
+struct TeacherRun {
+  std::vector<TeacherForcedOutput> out;
+  CudaGraphStats graph;
+};
+
+Result<TeacherRun> teacher_run(const RuntimeOptions& o, const std::vector<TeacherForcedInput>& in) {
+  KC_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::create(o));
+  TeacherRun run;
+  KC_ASSIGN_OR_RETURN(run.out, rt->teacher_forced(in));
+  run.graph = rt->last_cuda_graph_stats();
+  return run;
+}
+
+// Per the whole run: max |a - b| / max |b| over every sequence's rows (NaN on a shape mismatch or
+// a non-finite value).
+double deviation(const std::vector<TeacherForcedOutput>& a, const std::vector<TeacherForcedOutput>& b) {
+  double worst = 0, scale = 0;
+  if (a.size() != b.size()) return std::nan("");
+  for (size_t s = 0; s < a.size(); ++s) {
+    if (a[s].logits.size() != b[s].logits.size()) return std::nan("");
+    scale = std::max(scale, tiny::max_abs(b[s].logits));
+    for (size_t i = 0; i < a[s].logits.size(); ++i) {
+      if (!std::isfinite(a[s].logits[i])) return std::nan("");
+      worst = std::max(worst, std::fabs(static_cast<double>(a[s].logits[i]) - b[s].logits[i]));
+    }
+  }
+  return scale > 0 ? worst / scale : std::nan("");
+}
+
+class GpuRuntimeGraph : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuRuntimeGraph, TeacherForcedLogitsEqualEager) {
+  KC_SKIP_WITHOUT_GPU();
+  auto prompts = tiny::prompts();
+  ASSERT_TRUE(prompts.ok()) << prompts.status().to_string();
+  const std::vector<TeacherForcedInput> in = decode_inputs(*prompts);
+  auto eager = teacher_run(tiny_options(GetParam(), false), in);
+  ASSERT_TRUE(eager.ok()) << eager.status().to_string();
+  auto eager_again = teacher_run(tiny_options(GetParam(), false), in);
+  ASSERT_TRUE(eager_again.ok()) << eager_again.status().to_string();
+  auto graph = teacher_run(tiny_options(GetParam(), true), in);
+  ASSERT_TRUE(graph.ok()) << graph.status().to_string();
+
+  const CudaGraphStats& g = graph->graph;
+  std::printf("[ measured ] %s: %lld eager, %lld captured, %lld replayed, %lld mismatches; %s\n", GetParam().c_str(),
+              static_cast<long long>(g.eager_steps), static_cast<long long>(g.captures),
+              static_cast<long long>(g.replays), static_cast<long long>(g.trace_mismatches), g.eager_reason.c_str());
+  EXPECT_TRUE(g.enabled) << g.eager_reason;
+  EXPECT_EQ(g.eager_steps, 2) << "one warm-up step per batch composition (2 sequences, then 1)";
+  EXPECT_GE(g.captures, 2);
+  EXPECT_GE(g.replays, 5);
+  EXPECT_EQ(g.trace_mismatches, 0);
+  EXPECT_EQ(g.eager_steps + g.captures + g.replays, 12) << "12 decode calls";
+  EXPECT_FALSE(eager->graph.enabled);
+  EXPECT_EQ(eager->graph.eager_steps, 12);
+
+  const double noise = deviation(eager_again->out, eager->out);
+  const double got = deviation(graph->out, eager->out);
+  const double tolerance = 4 * noise + 1e-6;
+  std::printf("[ measured ] %s: max |dlogit| / max |logit|: graph vs eager %.3g, eager vs eager %.3g (bound %.3g)\n",
+              GetParam().c_str(), got, noise, tolerance);
+  ASSERT_TRUE(std::isfinite(noise));
+  EXPECT_LE(got, tolerance) << "NaN: non-finite logits or a shape mismatch";
+  for (size_t s = 0; s < in.size(); ++s) {
+    const auto& want = eager->out[s];
+    const auto& have = graph->out[s];
+    ASSERT_EQ(have.rows, want.rows);
+    ASSERT_EQ(want.rows, static_cast<int64_t>(in[s].continuation.size()) + 1);
+    const int64_t v = static_cast<int64_t>(want.logits.size()) / want.rows;
+    const double scale = tiny::max_abs(want.logits);
+    for (int64_t r = 0; r < want.rows; ++r) {
+      const tiny::RowTop2 w = tiny::top2(want.logits.data() + r * v, v);
+      if (w.margin <= 1e-3 * scale) continue;
+      EXPECT_EQ(tiny::top2(have.logits.data() + r * v, v).best, w.best) << "sequence " << s << " row " << r;
+    }
+  }
+}
+
+struct GenerationRun {
+  std::vector<std::vector<int32_t>> tokens;
+  CudaGraphStats graph;
+};
+
+Result<GenerationRun> generation_run(const RuntimeOptions& o, const std::vector<std::vector<int32_t>>& prompts,
+                                     const SamplerConfig& sampler) {
+  KC_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::create(o));
+  GenerateOptions g;
+  g.max_new_tokens = 16;
+  g.stop_at_eos = false;
+  g.sampler = sampler;
+  KC_ASSIGN_OR_RETURN(const GenerateResult result, rt->generate(prompts, g));
+  GenerationRun run;
+  for (const auto& s : result.sequences) run.tokens.push_back(s.tokens);
+  run.graph = result.stats.cuda_graph;
+  return run;
+}
+
+TEST_P(GpuRuntimeGraph, GenerationEqualsEager) {
+  KC_SKIP_WITHOUT_GPU();
+  auto prompts = tiny::prompts();
+  ASSERT_TRUE(prompts.ok()) << prompts.status().to_string();
+  SamplerConfig greedy;
+  SamplerConfig sampled;
+  sampled.temperature = 0.8f;
+  sampled.top_p = 0.9f;
+  sampled.seed = 5;
+  for (const SamplerConfig& sampler : {greedy, sampled}) {
+    SCOPED_TRACE(sampler.temperature > 0 ? "sampled" : "greedy");
+    auto eager = generation_run(tiny_options(GetParam(), false), *prompts, sampler);
+    ASSERT_TRUE(eager.ok()) << eager.status().to_string();
+    auto eager_again = generation_run(tiny_options(GetParam(), false), *prompts, sampler);
+    ASSERT_TRUE(eager_again.ok()) << eager_again.status().to_string();
+    auto graph = generation_run(tiny_options(GetParam(), true), *prompts, sampler);
+    ASSERT_TRUE(graph.ok()) << graph.status().to_string();
+    EXPECT_TRUE(graph->graph.enabled) << graph->graph.eager_reason;
+    EXPECT_GE(graph->graph.replays, 10) << "15 decode steps: 1 eager, >= 1 capture, the rest replays";
+    EXPECT_EQ(graph->graph.trace_mismatches, 0);
+    for (size_t s = 0; s < prompts->size(); ++s) {
+      const auto& a = eager->tokens[s];
+      const auto& b = eager_again->tokens[s];
+      size_t agree = 0;
+      while (agree < a.size() && agree < b.size() && a[agree] == b[agree]) ++agree;
+      std::printf("[ measured ] %s, sequence %zu: eager runs agree on %zu of %zu tokens\n", GetParam().c_str(), s, agree,
+                  a.size());
+      EXPECT_GE(agree, 8u) << "too few tokens to compare: eager runs diverge early";
+      ASSERT_GE(graph->tokens[s].size(), agree);
+      for (size_t i = 0; i < agree; ++i) EXPECT_EQ(graph->tokens[s][i], a[i]) << "sequence " << s << " token " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, GpuRuntimeGraph, ::testing::Values("dense", "kascade"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST(GpuRuntimeGraphEager, BaselinesAndSwitchRunEagerlyWithAReason) {
+  KC_SKIP_WITHOUT_GPU();
+  auto prompts = tiny::prompts();
+  ASSERT_TRUE(prompts.ok()) << prompts.status().to_string();
+  RuntimeOptions streaming = tiny_options("dense", true);
+  streaming.attention.policy = "streaming";
+  auto run = generation_run(streaming, *prompts, SamplerConfig{});
+  ASSERT_TRUE(run.ok()) << run.status().to_string();
+  EXPECT_FALSE(run->graph.enabled);
+  EXPECT_EQ(run->graph.captures + run->graph.replays, 0);
+  EXPECT_EQ(run->graph.eager_steps, 15);
+  EXPECT_NE(run->graph.eager_reason.find("streaming"), std::string::npos) << run->graph.eager_reason;
+  auto off = generation_run(tiny_options("kascade", false), *prompts, SamplerConfig{});
+  ASSERT_TRUE(off.ok()) << off.status().to_string();
+  EXPECT_FALSE(off->graph.enabled);
+  EXPECT_NE(off->graph.eager_reason.find("--no-cuda-graph"), std::string::npos) << off->graph.eager_reason;
+}
+
+}  // namespace
+}  // namespace kascade::testing
