@@ -347,7 +347,15 @@ std::span<const FactPhrasing> fact_phrasings(Split s) {
 
 std::string_view noise_sentences(Split split) {
   switch (split) {
-    case Split::kTrain: return "The hills are quiet. The wind is cold. The stars are bright. Time moves on. Again and again it turns.";
+    // Train: a longer, varied cycle, so that a model learns to skip filler of any kind rather than one
+    // five-sentence loop (the eval loop is new to it either way).
+    case Split::kTrain:
+      return "The hills are quiet. The wind is cold. The stars are bright. Time moves on. Again and again it turns. "
+             "The lake lies still. Birds fly south. The bread is warm. A bell rings far away. The clock ticks. "
+             "Leaves fall softly. The path bends left. Snow covers the field. The fire crackles. A dog barks twice. "
+             "The moon rises late. Rain taps the glass. The door creaks open. Fog rolls in. The tea grows cold. "
+             "Waves reach the shore. The candle flickers. A cart rolls by. The bridge is old. Smoke drifts upward. "
+             "The garden sleeps. Frost paints the window. The market is busy. Night comes early. The mill turns slowly.";
     case Split::kDev: return "The road is long. The night is calm. The river runs deep. On we walk. Slowly the day fades.";
     case Split::kEval: return "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
   }
