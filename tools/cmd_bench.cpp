@@ -65,7 +65,7 @@ struct E2eArgs {
   std::string calibration;
   int32_t decode_steps = 64;
   int32_t chunk = 2048;
-  int32_t page_size = 16;
+  int32_t page_size = 128;  // as RuntimeOptions (the TMA prefill kernels need pages of >= 128 keys)
   int32_t cuda_device = 0;
   std::string dtype = "bf16";
   uint64_t seed = 0;

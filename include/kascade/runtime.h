@@ -93,7 +93,8 @@ struct RuntimeOptions {
   AttentionOptions attention;
   int64_t max_context = 0;           // 0 → the config's max_position_embeddings
   int32_t chunk_size = 512;          // prefill tokens per sequence per forward call (>= 1)
-  int32_t page_size = 16;            // KV cache page (power of two)
+  int32_t page_size = 128;           // KV cache page (power of two); 128 lets the GPU prefill use
+                                     // the TMA kernels (they need pages of >= 128 keys)
   DType kv_dtype = DType::kF32;      // KV cache element type (kCpu)
   int64_t widen_budget_bytes = int64_t{8} << 30;  // see src/model/model.h
 };
