@@ -43,29 +43,24 @@ run_eval() {  # run_eval NAME eval-args...
   [[ $rc -eq 0 ]] || status=1
   return $rc
 }
-reference=()
+sweep() {  # sweep NAME FLAG VALUES...: one kascade run per value of FLAG, then the table and plot
+  local name=$1 flag=$2 v
+  shift 2
+  local points=() reference=()
+  for v in "$@"; do
+    run_eval "$name-$v" --lengths "$sweep_lengths" --policies kascade "$flag" "$v" -o "$out/$name-$v" --no-plot \
+      && points+=("$v=$out/$name-$v/results.json")
+  done
+  [[ -f "$out/main/results.json" ]] && reference=(--reference "dense=$out/main/results.json")
+  python3 "$here/scripts/plot_sweep.py" --name "$name" --out "$out/$name" "${reference[@]}" "${points[@]}" \
+    && cat "$out/$name.md" || status=1
+}
 for step in ${STEPS:-main anchors topk}; do
   case $step in
     main)
       run_eval main --lengths "$lengths" --policies "$policies" -o "$out/main" && tail -n 60 "$out/main/results.md" ;;
-    anchors)
-      points=()
-      for k in $anchor_counts; do
-        run_eval "anchors-$k" --lengths "$sweep_lengths" --policies kascade --num-anchors "$k" -o "$out/anchors-$k" \
-          --no-plot && points+=("$k=$out/anchors-$k/results.json")
-      done
-      [[ -f "$out/main/results.json" ]] && reference=(--reference "dense=$out/main/results.json")
-      python3 "$here/scripts/plot_sweep.py" --name anchors --out "$out/anchors" "${reference[@]}" "${points[@]}" \
-        && cat "$out/anchors.md" || status=1 ;;
-    topk)
-      points=()
-      for f in $fractions; do
-        run_eval "topk-$f" --lengths "$sweep_lengths" --policies kascade --topk-fraction "$f" -o "$out/topk-$f" \
-          --no-plot && points+=("$f=$out/topk-$f/results.json")
-      done
-      [[ -f "$out/main/results.json" ]] && reference=(--reference "dense=$out/main/results.json")
-      python3 "$here/scripts/plot_sweep.py" --name topk --out "$out/topk" "${reference[@]}" "${points[@]}" \
-        && cat "$out/topk.md" || status=1 ;;
+    anchors) sweep anchors --num-anchors $anchor_counts ;;
+    topk) sweep topk --topk-fraction $fractions ;;
     *) echo "accuracy_study.sh: unknown step $step"; status=1 ;;
   esac
 done

@@ -155,10 +155,7 @@ class DensePrefillTest : public ::testing::TestWithParam<DenseParam> {
 TEST_P(DensePrefillTest, AwkwardLengthsOneShotInOneBatch) {
   KC_SKIP_WITHOUT_VARIANT(variant());
   auto rng = testing::rng_for_test();
-  std::vector<int32_t> lens;
-  for (int n : testing::awkward_lengths()) {
-    if (n <= 1000) lens.push_back(n);
-  }
+  const std::vector<int32_t> lens = testing::awkward_lengths_up_to(1000);
   const PrefillProblem p(make_case(lens, lens), rng);
   expect_dense_matches(p, run_dense(p, variant()));
 }

@@ -120,10 +120,7 @@ using SparsePrefillTest = testing::PrefillConfigTest;
 TEST_P(SparsePrefillTest, AwkwardLengthsRollingIdentityMap) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = testing::rng_for_test();
-  std::vector<int32_t> lens;
-  for (int n : testing::awkward_lengths()) {
-    if (n <= 1000) lens.push_back(n);
-  }
+  const std::vector<int32_t> lens = testing::awkward_lengths_up_to(1000);
   const PrefillProblem p(make_case(lens, lens), rng);
   SparseSetup s;
   s.budget = testing::small_prefill_budget();
@@ -134,10 +131,7 @@ TEST_P(SparsePrefillTest, AwkwardLengthsRollingIdentityMap) {
 TEST_P(SparsePrefillTest, WgmmaAwkwardLengthsAndPerHeadRows) {
   KC_SKIP_WITHOUT_WGMMA();
   auto rng = testing::rng_for_test();
-  std::vector<int32_t> lens;
-  for (int n : testing::awkward_lengths()) {
-    if (n <= 1000) lens.push_back(n);
-  }
+  const std::vector<int32_t> lens = testing::awkward_lengths_up_to(1000);
   SparseSetup s;
   s.budget = testing::small_prefill_budget();
   s.variant = PrefillVariant::kWgmma;
@@ -152,10 +146,7 @@ TEST_P(SparsePrefillTest, WgmmaAwkwardLengthsAndPerHeadRows) {
 TEST_P(SparsePrefillTest, WarpSpecializedEveryLayout) {
   KC_SKIP_WITHOUT_VARIANT(PrefillVariant::kWarpSpecialized);
   auto rng = testing::rng_for_test();
-  std::vector<int32_t> lens;
-  for (int n : testing::awkward_lengths()) {
-    if (n <= 1000) lens.push_back(n);
-  }
+  const std::vector<int32_t> lens = testing::awkward_lengths_up_to(1000);
   SparseSetup s;
   s.budget = testing::small_prefill_budget();
   s.variant = PrefillVariant::kWarpSpecialized;

@@ -41,6 +41,15 @@ inline const std::vector<int>& awkward_lengths() {
   return lengths;
 }
 
+// The awkward lengths up to `max_len`, as int32 sequence lengths (one varlen batch of the short ones).
+inline std::vector<int32_t> awkward_lengths_up_to(int max_len) {
+  std::vector<int32_t> out;
+  for (int n : awkward_lengths()) {
+    if (n <= max_len) out.push_back(n);
+  }
+  return out;
+}
+
 struct CompareOptions {
   double atol = 1e-5;
   double rtol = 1e-5;
