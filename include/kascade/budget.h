@@ -28,6 +28,12 @@ Result<int64_t> fraction_to_ppm(double fraction);
 // k(n) for n >= 0 keys (k(0) = 0).
 int64_t budget_k(int64_t n, const Budget& budget);
 
+// The width decode index rows are allocated with to hold `k` indices per row: the smallest value of
+// the form 2^m or 3*2^(m-1) that is >= max(k, 16). Sized per call from k(kv_len), the rows then
+// keep their width (and their buffer) while k grows by up to half, so a captured CUDA graph of the
+// decode step (its row stride is baked in) replays for hundreds of steps instead of ~1/rho steps.
+int64_t decode_row_width(int64_t k);
+
 // Number of indices selected for a prefill tile starting at s_t (candidates j < s_t):
 //   rolling:     min(s_t, k(s_t))
 //   non-rolling: min(s_t, k(call_kv_len))

@@ -29,6 +29,15 @@ int64_t budget_k(int64_t n, const Budget& budget) {
   return std::min(n, k);
 }
 
+int64_t decode_row_width(int64_t k) {
+  int64_t width = 16;
+  while (width < k) {
+    const int64_t next = width % 3 == 0 ? width / 3 * 4 : width / 2 * 3;  // 16, 24, 32, 48, 64, 96, ...
+    width = next;
+  }
+  return width;
+}
+
 int64_t tile_budget(int64_t tile_start, int64_t call_kv_len, const Budget& budget, bool rolling) {
   const int64_t k = rolling ? budget_k(tile_start, budget) : budget_k(call_kv_len, budget);
   return std::min(tile_start, k);

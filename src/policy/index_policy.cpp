@@ -171,6 +171,7 @@ class IndexPolicy final : public AttentionPolicy {
       if (sel == Selector::kLessIsMore) capacity = std::min<int64_t>(n, k + config_.lessismore_sinks);
       k_max = std::max(k_max, capacity);
     }
+    k_max = decode_row_width(k_max);  // bucketed: the row stride (and buffer) survive many steps
     const size_t num_row_entries = static_cast<size_t>(batch_) * num_rows_;
     KC_RETURN_IF_ERROR(indices_.ensure(*backend_, num_row_entries * static_cast<size_t>(k_max) * sizeof(int32_t)));
     KC_RETURN_IF_ERROR(row_lens_.ensure(*backend_, num_row_entries * sizeof(int32_t)));

@@ -173,11 +173,15 @@ TEST(GraphPassTrace, GraphSafePoliciesAndRowWidth) {
   config.name = "kascade";
   config.budget.rho_ppm = 100000;
   config.budget.k_min = 64;
-  // k(n) = min(n, max(64, ceil(n / 10))): 5000 -> 500, 1537 -> 154, 30 -> 30.
-  EXPECT_EQ(cuda::decode_rows_width(config, {1537, 30}), 154);
-  EXPECT_EQ(cuda::decode_rows_width(config, {30, 5000}), 500);
-  EXPECT_EQ(cuda::decode_rows_width(config, {30}), 30);
-  EXPECT_EQ(cuda::decode_rows_width(config, {1537}), budget_k(1537, config.budget));
+  // k(n) = min(n, max(64, ceil(n / 10))): 5000 -> 500, 1537 -> 154, 30 -> 30; the rows are as wide
+  // as the bucket of the largest k (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, ...).
+  EXPECT_EQ(cuda::decode_rows_width(config, {1537, 30}), 192);
+  EXPECT_EQ(cuda::decode_rows_width(config, {30, 5000}), 512);
+  EXPECT_EQ(cuda::decode_rows_width(config, {30}), 32);
+  EXPECT_EQ(cuda::decode_rows_width(config, {1537}), decode_row_width(budget_k(1537, config.budget)));
+  // Decoding from 1537 to 1920 keys (k 154..192) keeps one width: one graph for 383 steps.
+  EXPECT_EQ(cuda::decode_rows_width(config, {1920}), 192);
+  EXPECT_EQ(cuda::decode_rows_width(config, {1921}), 256);
 }
 
 TEST(GraphPassTrace, StepsShareAGraphOnlyWithTheSameCompositionAndRowWidth) {

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/attention/decode_kernel.cuh"
+#include "cuda/common/kernel_attributes.cuh"
 #include "cuda/attention/decode_modes.h"
 
 namespace kascade::cuda::detail {
@@ -37,8 +38,7 @@ cudaError_t launch_decode_instance(ElementType type, int head_dim, const DecodeK
 template <bool kPV, bool kLogits, bool kIndexed>
 cudaError_t prepare_decode_instance(ElementType type, int head_dim, int* ctas_per_sm) {
   return dispatch_decode_kernel<kPV, kLogits, kIndexed>(type, head_dim, [&](auto kernel, size_t smem_bytes) {
-    cudaError_t error =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
+    const cudaError_t error = allow_dynamic_smem(kernel, smem_bytes, /*require_sm90a=*/false);
     if (error != cudaSuccess) return error;
     return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, kDecodeThreads, smem_bytes);
   });

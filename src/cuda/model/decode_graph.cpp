@@ -24,9 +24,9 @@ Status graph_safe_policy(const PolicyConfig& config) {
 
 int64_t decode_rows_width(const PolicyConfig& config, const std::vector<int32_t>& kv_lens) {
   if (config.name == "dense") return 0;
-  int64_t width = 1;
-  for (int32_t n : kv_lens) width = std::max(width, budget_k(n, config.budget));
-  return width;
+  int64_t k = 1;
+  for (int32_t n : kv_lens) k = std::max(k, budget_k(n, config.budget));
+  return decode_row_width(k);
 }
 
 DecodeGraph::~DecodeGraph() { reset(); }

@@ -5,7 +5,7 @@
 //
 // Key: a captured step bakes in the layout of the call description (batch, which sequence is in
 // which slot, which rows want logits), the sampler's settings and the width of the policy's decode
-// index rows (max over the batch of k(n): the policy sizes its rows per call). Tokens, positions,
+// index rows (the bucket of the max over the batch of k(n): the policy sizes its rows per call). Tokens, positions,
 // cache slots, kv_lens and the selection sizes live in device buffers uploaded before each launch,
 // so they change freely between replays.
 // Graph-safe policies: dense and the Kascade variants (their decode runs dense decode, the fused
@@ -51,8 +51,9 @@ struct DecodeGraphKey {
 Status graph_safe_policy(const PolicyConfig& config);
 
 // The width of the decode index rows the policy plans for a decode call with these kv_lens
-// (src/policy/index_policy.cpp plan_decode): max(1, max_b k(kv_len_b)) for the Kascade variants,
-// 0 for dense (no rows). Only for graph-safe policies.
+// (src/policy/index_policy.cpp plan_decode): decode_row_width(max_b k(kv_len_b)) for the Kascade
+// variants (kascade/budget.h: bucketed, so the width changes only when k grows by half), 0 for
+// dense (no rows). Only for graph-safe policies.
 int64_t decode_rows_width(const PolicyConfig& config, const std::vector<int32_t>& kv_lens);
 
 class DecodeGraph {

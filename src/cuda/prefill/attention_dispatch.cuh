@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda/common/kernel_attributes.cuh"
 #include "cuda/prefill/attention_kernel.cuh"
 
 namespace kascade::cuda::prefill {
@@ -43,13 +44,7 @@ cudaError_t launch_attention_instance(ElementType type, int head_dim, bool wgmma
 template <bool kPV, bool kSparse>
 cudaError_t prepare_attention_instance(ElementType type, int head_dim, bool wgmma) {
   return dispatch_attention_kernel<kPV, kSparse>(type, head_dim, wgmma, [&](auto kernel, size_t smem_bytes) {
-    if (wgmma) {
-      cudaFuncAttributes attributes{};
-      const cudaError_t e = cudaFuncGetAttributes(&attributes, kernel);
-      if (e != cudaSuccess) return e;
-      if (attributes.binaryVersion < 90) return cudaErrorInvalidDeviceFunction;
-    }
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
+    return detail::allow_dynamic_smem(kernel, smem_bytes, /*require_sm90a=*/wgmma);
   });
 }
 

@@ -14,6 +14,8 @@
 // Tested by tests/cuda/test_prefill_select.cpp (against ref::pooled_scores_prefill_tile_ref).
 #include <cuda_runtime.h>
 
+#include "cuda/common/kernel_attributes.cuh"
+#include "cuda/prefill/pooled_columns.cuh"
 #include "cuda/prefill/prefill_device.cuh"
 #include "cuda/prefill/prefill_launch.h"
 
@@ -29,11 +31,6 @@ struct PoolSmem {
   static constexpr size_t kReduceOffset = kKOffset + size_t(kStages) * kTileElems * 2;
   static constexpr size_t kBytes = kReduceOffset + size_t(kWarps) * kBlockKeys * sizeof(float) + kSmemAlignSlack;
 };
-
-template <bool kMax>
-__device__ __forceinline__ float combine(float a, float b) {
-  return kMax ? fmaxf(a, b) : a + b;
-}
 
 template <typename T, int D, int kMTiles, bool kMax, bool kWgmma>
 __global__ void __launch_bounds__(kThreads, 1) pooled_scores_kernel(const PoolArgs args) {
@@ -152,25 +149,14 @@ __global__ void __launch_bounds__(kThreads, 1) pooled_scores_kernel(const PoolAr
       } else {
         warp_qk<T, D>(qa[mt], k_tile, lane, s);
       }
-#pragma unroll
-      for (int nt = 0; nt < kKeyTiles; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float p0 = fast_exp2(__fmul_rn(s[nt][e], c.scale_log2) - lse2[mt][0]);
-          const float p1 = fast_exp2(__fmul_rn(s[nt][e + 2], c.scale_log2) - lse2[mt][1]);
-          col[nt][e] = combine<kMax>(col[nt][e], combine<kMax>(p0, p1));
-        }
-      }
+      accumulate_columns<kMax>(s, c.scale_log2, lse2[mt], col);
     }
     // reduce over the 8 row groups of the warp (lanes with equal tig), then write one row per warp
 #pragma unroll
     for (int nt = 0; nt < kKeyTiles; ++nt) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        float v = col[nt][e];
-        v = combine<kMax>(v, __shfl_xor_sync(0xffffffffu, v, 4));
-        v = combine<kMax>(v, __shfl_xor_sync(0xffffffffu, v, 8));
-        v = combine<kMax>(v, __shfl_xor_sync(0xffffffffu, v, 16));
+        const float v = reduce_row_groups<kMax>(col[nt][e]);
         if (gid == 0) reduce[warp * kBlockKeys + nt * 8 + 2 * tig + e] = v;
       }
     }
@@ -233,14 +219,7 @@ cudaError_t prepare_pooled_scores(ElementType type, int head_dim, int m_tiles, b
   for (const bool reduce_max : {false, true}) {
     const cudaError_t error =
         dispatch_pool_kernel(type, head_dim, m_tiles, reduce_max, wgmma, [&](auto kernel, size_t bytes) {
-          if (wgmma) {  // never reach the trap of a build without sm_90a code
-            cudaFuncAttributes attributes{};
-            const cudaError_t e = cudaFuncGetAttributes(&attributes, kernel);
-            if (e != cudaSuccess) return e;
-            if (attributes.binaryVersion < 90) return cudaErrorInvalidDeviceFunction;
-          }
-          const cudaError_t e =
-              cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+          const cudaError_t e = detail::allow_dynamic_smem(kernel, bytes, /*require_sm90a=*/wgmma);
           if (e != cudaSuccess || reduce_max) return e;
           return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, kThreads, bytes);
         });

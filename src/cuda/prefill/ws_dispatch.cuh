@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda/common/kernel_attributes.cuh"
 #include "cuda/prefill/ws_attention_kernel.cuh"
 
 namespace kascade::cuda::prefill {
@@ -39,11 +40,7 @@ cudaError_t launch_ws_variant(ElementType type, int head_dim, const AttentionArg
 template <bool kPV, bool kTma, ws::WsKeys kKeys>
 cudaError_t prepare_ws(ElementType type, int head_dim) {
   return dispatch_ws<kPV, kTma, kKeys>(type, head_dim, [&](auto kernel, size_t smem_bytes) {
-    cudaFuncAttributes attributes{};
-    const cudaError_t e = cudaFuncGetAttributes(&attributes, kernel);
-    if (e != cudaSuccess) return e;
-    if (attributes.binaryVersion < 90) return cudaErrorInvalidDeviceFunction;
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
+    return detail::allow_dynamic_smem(kernel, smem_bytes, /*require_sm90a=*/true);
   });
 }
 

@@ -27,6 +27,8 @@
 // ref::pooled_scores_prefill_tile_ref) and test_prefill_anchor.cpp.
 #include <cuda_runtime.h>
 
+#include "cuda/common/kernel_attributes.cuh"
+#include "cuda/prefill/pooled_columns.cuh"
 #include "cuda/prefill/prefill_device.cuh"
 #include "cuda/prefill/prefill_launch.h"
 #include "cuda/prefill/ws_attention_kernel.cuh"
@@ -95,11 +97,6 @@ __device__ __forceinline__ PoolUnit decode_pool_unit(const PoolArgs& a, int u) {
   return w;
 }
 
-template <bool kMax>
-__device__ __forceinline__ float combine(float a, float b) {
-  return kMax ? fmaxf(a, b) : a + b;
-}
-
 template <typename T, int D, int kMTiles>
 struct PoolProducer {
   using Smem = WsPoolSmem<D, kMTiles>;
@@ -166,21 +163,6 @@ struct PoolConsumer {
     return smem_base + static_cast<uint32_t>(Smem::kBarrierOffset) + 8u * i;
   }
 
-  // Adds (or maxes) p = 2^(s·scale_log2 − lse2) of the thread's two rows into col.
-  template <bool kMax>
-  __device__ __forceinline__ void accumulate(const float (&s)[kKeyTiles][4], float scale_log2, const float (&lse2)[2],
-                                             float (&col)[kKeyTiles][2]) const {
-#pragma unroll
-    for (int nt = 0; nt < kKeyTiles; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float p0 = fast_exp2(__fmul_rn(s[nt][e], scale_log2) - lse2[0]);
-        const float p1 = fast_exp2(__fmul_rn(s[nt][e + 2], scale_log2) - lse2[1]);
-        col[nt][e] = combine<kMax>(col[nt][e], combine<kMax>(p0, p1));
-      }
-    }
-  }
-
   // Column partials of the warpgroup → scores[j] for the tile's keys j < n (fixed order: warps 0..3).
   template <bool kMax>
   __device__ __forceinline__ void reduce_columns(float (&col)[kKeyTiles][2], int buffer, int key0, int n,
@@ -190,10 +172,7 @@ struct PoolConsumer {
     for (int nt = 0; nt < kKeyTiles; ++nt) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        float v = col[nt][e];
-        v = combine<kMax>(v, __shfl_xor_sync(0xffffffffu, v, 4));
-        v = combine<kMax>(v, __shfl_xor_sync(0xffffffffu, v, 8));
-        v = combine<kMax>(v, __shfl_xor_sync(0xffffffffu, v, 16));
+        const float v = reduce_row_groups<kMax>(col[nt][e]);
         if (gid == 0) part[warp * kWsBlockKeys + nt * 8 + 2 * tig + e] = v;
       }
     }
@@ -255,11 +234,11 @@ struct PoolConsumer {
             ws::wgmma_wait<0>();
           }
           fence_accumulators(sa);
-          accumulate<kMax>(sa, c.scale_log2, lse2[0], col);
+          accumulate_columns<kMax>(sa, c.scale_log2, lse2[0], col);
           if constexpr (kMTiles == 2) {
             ws::wgmma_wait<0>();
             fence_accumulators(sb);
-            accumulate<kMax>(sb, c.scale_log2, lse2[1], col);
+            accumulate_columns<kMax>(sb, c.scale_log2, lse2[1], col);
           }
         } else {
 #pragma unroll
@@ -267,7 +246,7 @@ struct PoolConsumer {
             ws::issue_qk<T, D, kRows>(q_tile, mt * 64, k_tile, sa);
             ws::wgmma_wait<0>();
             fence_accumulators(sa);
-            accumulate<kMax>(sa, c.scale_log2, lse2[mt], col);
+            accumulate_columns<kMax>(sa, c.scale_log2, lse2[mt], col);
           }
         }
         ws::mbarrier_arrive(barrier(2 + S + ks.index));  // K slot free (this warpgroup alone read it)
@@ -376,11 +355,7 @@ cudaError_t launch_ws_pooled_scores(ElementType type, int head_dim, const PoolAr
 cudaError_t prepare_ws_pooled_scores(ElementType type, int head_dim) {
   for (const int m_tiles : {1, 2, 4}) {
     const cudaError_t error = dispatch_ws_pool(type, head_dim, m_tiles, [&](auto kernel, size_t smem_bytes) {
-      cudaFuncAttributes attributes{};
-      const cudaError_t e = cudaFuncGetAttributes(&attributes, kernel);
-      if (e != cudaSuccess) return e;
-      if (attributes.binaryVersion < 90) return cudaErrorInvalidDeviceFunction;
-      return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
+      return detail::allow_dynamic_smem(kernel, smem_bytes, /*require_sm90a=*/true);
     });
     if (error != cudaSuccess) return error;
   }

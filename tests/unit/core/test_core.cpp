@@ -3,9 +3,11 @@
 // round-to-nearest-even. budget: against exact rational arithmetic for every n < 2^20.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "kascade/budget.h"
 #include "kascade/dtype.h"
@@ -156,6 +158,26 @@ TEST(Budget, SaturatesAndValidates) {
   EXPECT_EQ(*fraction_to_ppm(0.1), 100000);
   EXPECT_FALSE(fraction_to_ppm(0.0).ok());
   EXPECT_FALSE(fraction_to_ppm(1.5).ok());
+}
+
+TEST(Budget, DecodeRowWidthIsTheSmallestBucketHoldingK) {
+  // Independent reference: the sorted set {2^m, 3*2^(m-1)} from 16 up, searched linearly.
+  std::vector<int64_t> buckets;
+  for (int64_t p = 16; p <= (int64_t{1} << 31); p *= 2) {
+    buckets.push_back(p);
+    buckets.push_back(p / 2 * 3);
+  }
+  std::sort(buckets.begin(), buckets.end());
+  for (int64_t k : {int64_t{0}, int64_t{1}, int64_t{16}, int64_t{17}, int64_t{24}, int64_t{25}, int64_t{154}, int64_t{192},
+                    int64_t{193}, int64_t{3277}, int64_t{13108}, int64_t{1} << 20, (int64_t{1} << 20) + 1}) {
+    const int64_t expect = *std::find_if(buckets.begin(), buckets.end(), [&](int64_t b) { return b >= std::max<int64_t>(k, 16); });
+    EXPECT_EQ(decode_row_width(k), expect) << "k=" << k;
+  }
+  for (int64_t k = 1; k < 5000; ++k) {
+    const int64_t w = decode_row_width(k);
+    ASSERT_GE(w, k);
+    ASSERT_LE(w, std::max<int64_t>(16, k + k / 2)) << "k=" << k << ": at most half again as wide";
+  }
 }
 
 TEST(Budget, RollingTileBudgetAtBoundaries) {
