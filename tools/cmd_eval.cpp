@@ -1,5 +1,5 @@
 // tools/cmd_eval.cpp — `kascade eval`: accuracy of attention policies on the long-context task suite
-// (eval split) through the runtime on the CPU or a CUDA GPU (--device; src/eval/runner.h), as a
+// (eval split by default; --split dev / train to see how the model does on held-in wordings) through the runtime on the CPU or a CUDA GPU (--device; src/eval/runner.h), as a
 // table task × length × policy of
 // accuracy and fraction of keys attended.
 //
@@ -53,6 +53,7 @@ struct Args {
   std::string policies = "dense,kascade";
   int64_t samples = 10;
   uint64_t seed = 0;
+  std::string split = "eval";
   std::string calibration;
   int32_t num_anchors = 0;
   std::string anchors;
@@ -145,7 +146,8 @@ std::string now_utc() {
 Status run(const Args& a) {
   KC_ASSIGN_OR_RETURN(const std::vector<std::string> tasks, eval::parse_task_list(a.tasks));
   KC_ASSIGN_OR_RETURN(const std::vector<int64_t> lengths, eval::parse_lengths(a.lengths));
-  KC_ASSIGN_OR_RETURN(const uint64_t effective, eval::effective_seed(eval::Split::kEval, a.seed));
+  KC_ASSIGN_OR_RETURN(const eval::Split split, eval::parse_split(a.split));
+  KC_ASSIGN_OR_RETURN(const uint64_t effective, eval::effective_seed(split, a.seed));
   (void)effective;  // validates the seed before any work
   std::string schedule_note;
   KC_ASSIGN_OR_RETURN(const std::vector<eval::EvalPolicy> policies, make_policies(a, &schedule_note));
@@ -175,9 +177,9 @@ Status run(const Args& a) {
   if (ec) return io_error("cannot create the output directory '", a.out, "': ", ec.message());
 
   const eval::TextCodec codec = eval::tokenizer_codec(shared_tokenizer);
-  const eval::SampleSource source = eval::suite_sample_source(eval::Split::kEval, a.seed, codec.count);
-  std::fprintf(stderr, "eval: %zu tasks x %zu lengths x %zu policies x %lld samples (eval split, seed %llu)%s%s\n",
-               tasks.size(), lengths.size(), policies.size(), static_cast<long long>(a.samples),
+  const eval::SampleSource source = eval::suite_sample_source(split, a.seed, codec.count);
+  std::fprintf(stderr, "eval: %zu tasks x %zu lengths x %zu policies x %lld samples (%s split, seed %llu)%s%s\n",
+               tasks.size(), lengths.size(), policies.size(), static_cast<long long>(a.samples), a.split.c_str(),
                static_cast<unsigned long long>(a.seed),
                schedule_note.empty() ? "" : "; kascade: ", schedule_note.c_str());
   StatusLine line(!a.no_progress);
@@ -195,7 +197,7 @@ Status run(const Args& a) {
                                                    {"runtime", runtime_description},
                                                    {"command", a.command_line},
                                                    {"date", now_utc()},
-                                                   {"split", "eval"},
+                                                   {"split", a.split},
                                                    {"seed", std::to_string(a.seed)},
                                                    {"samples_per_cell", std::to_string(a.samples)},
                                                    {"topk_fraction", std::to_string(a.budget.topk_fraction)},
@@ -239,7 +241,12 @@ int run_eval(int argc, char** argv) {
                  "comma-separated: dense, kascade, kascade-pooled, kascade-noremap, kascade-decode, oracle, "
                  "streaming, quest, omnikv, lessismore");
   app.add_option("--samples", a.samples, "samples per task and length")->check(CLI::PositiveNumber);
-  app.add_option("--seed", a.seed, "user seed of the eval split");
+  app.add_option("--seed", a.seed, "user seed of the split");
+  app.add_option("--split", a.split,
+                 "task suite split: eval (held-out wordings, the default and the only one for reported accuracy), "
+                 "dev (calibration) or train (the training wordings: to tell a model that cannot do a task from "
+                 "one that does not transfer to unseen wordings)")
+      ->check(CLI::IsMember({"train", "dev", "eval"}));
   app.add_option("--calibration", a.calibration,
                  "calibration file for the kascade policies (default: <model dir>/kascade_calibration.json)");
   app.add_option("--num-anchors", a.num_anchors, "anchor count to use from the calibration file (default: its own)")
