@@ -28,6 +28,9 @@ text of the samples, so a 16K-token sample costs a few KB.
 Stages (--stage; each its own user seed, so no two stages share samples). Sizes are chosen so that
 a stage packs to ~14 MB: with the weights (36 MB), the natural text and evaluation files (3 MB)
 and the repository it stays under the 64 MiB a GPU command may carry (--carry-report checks).
+  s0  lengths 512, 1k       9000 samples per task and length, only vt, multihop_qa, kv_retrieval,
+                           niah_single_3, niah_multivalue (a short-context curriculum for the lookups
+                           the model fails; vt's train chains have 1-4 hops)          ~64M tokens
   s1  lengths 1.5k, 2k      1500 samples per task and length (fwe needs > 1k)   ~70M tokens
   s2  lengths 2k, 4k, 8k     400                                                 ~75M
   s3  lengths 4k, 8k, 16k    220                                                 ~82M
@@ -69,6 +72,8 @@ DATA_FORMAT = "kascade-tiny-train-data"
 DATA_VERSION = 1
 BOS, EOS, EOT = "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"
 STAGES = {
+    "s0": dict(lengths=[512, 1024], samples=9000, seed=500,
+               tasks="vt,multihop_qa,kv_retrieval,niah_single_3,niah_multivalue"),
     "s1": dict(lengths=[1536, 2048], samples=1500, seed=1000),
     "s2": dict(lengths=[2048, 4096, 8192], samples=400, seed=2000),
     "s3": dict(lengths=[4096, 8192, 16384], samples=220, seed=3000),
@@ -118,10 +123,11 @@ def ensure_kascade(path: str | None) -> Path:
     return exe
 
 
-def run_tasks(kascade: Path, split: str, length: int, samples: int, seed: int, model_dir: Path) -> list[dict]:
+def run_tasks(kascade: Path, split: str, length: int, samples: int, seed: int, model_dir: Path,
+              tasks: str = "all") -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "samples.jsonl"
-        subprocess.run([str(kascade), "tasks", "--split", split, "--tasks", "all", "--lengths", str(length),
+        subprocess.run([str(kascade), "tasks", "--split", split, "--tasks", tasks, "--lengths", str(length),
                         "--samples", str(samples), "--seed", str(seed), "--tokenizer", str(model_dir),
                         "--out", str(out)], check=True)
         return [json.loads(line) for line in out.read_text().splitlines()]
@@ -190,7 +196,7 @@ def make_tasks(root: Path, name: str, spec: dict, kascade: Path, model_dir: Path
     total_bytes = 0
     for length in spec["lengths"]:
         t0 = time.time()
-        samples = run_tasks(kascade, "train", length, spec["samples"], spec["seed"], model_dir)
+        samples = run_tasks(kascade, "train", length, spec["samples"], spec["seed"], model_dir, spec.get("tasks", "all"))
         t_gen = time.time() - t0
         task_names = sorted(set(s["task"] for s in samples))
         plain = enc.plain(samples)
@@ -215,7 +221,7 @@ def make_tasks(root: Path, name: str, spec: dict, kascade: Path, model_dir: Path
             fmts.append(f)
         arrays = pack(docs, ans, lens, tasks, fmts)
         meta = {"format": DATA_FORMAT, "version": DATA_VERSION, "kind": "tasks", "stage": name, "split": "train",
-                "seed": spec["seed"], "length": length, "tokenizer_sha256": tok_sha, "tasks": task_names,
+                "seed": spec["seed"], "task_selection": spec.get("tasks", "all"), "length": length, "tokenizer_sha256": tok_sha, "tasks": task_names,
                 "chat_fraction": chat_fraction, "generator": "kascade tasks"}
         fname = f"tasks-{length}.npz.xz"
         size = write_npz_xz(root / name / fname, arrays, meta)
@@ -277,6 +283,7 @@ def main() -> int:
     ap.add_argument("--samples", type=int, help="samples per task and length (default: the stage's)")
     ap.add_argument("--lengths", help="override the stage's lengths, e.g. 1k,2k")
     ap.add_argument("--seed", type=int, help="user seed of the samples (default: the stage's)")
+    ap.add_argument("--tasks", help="override the stage's tasks, e.g. vt,multihop_qa (default: the stage's, or all)")
     ap.add_argument("--name", help="output folder under --root (default: the stage's name)")
     ap.add_argument("--chat-fraction", type=float, default=0.1)
     ap.add_argument("--carry-report", metavar="FOLDER", help="print what a GPU command carrying natural/, "
@@ -303,6 +310,8 @@ def main() -> int:
                 spec["samples"] = args.samples
             if args.seed is not None:
                 spec["seed"] = args.seed
+            if args.tasks:
+                spec["tasks"] = args.tasks
             if args.lengths:
                 spec["lengths"] = [int(x[:-1]) * 1024 if x.lower().endswith("k") else int(x)
                                    for x in args.lengths.split(",")]

@@ -2,6 +2,9 @@
 // noise haystack. Chain c: "VAR X0 = 12345." then "VAR Xj = VAR X(j-1)." for j = 1..hops, in
 // order at increasing depths; chain 0 is asked about ("Find all variables that are assigned the
 // value 12345"), the others are distractors with other values. Values have 5 digits (RULER).
+// Eval and dev: 4 hops (RULER's setting). Train: 1–4 hops, uniform per sample — the short chains
+// teach the backward lookup (find the source, copy the name assigned from it) that the long ones
+// repeat, a curriculum inside every stage (docs/model.md).
 // Tested by tests/unit/eval/test_tasks.cpp (re-parses the prompt and follows the chains).
 #include <algorithm>
 #include <unordered_set>
@@ -24,6 +27,8 @@ Result<TaskOutput> generate_vt(const TaskContext& ctx) {
   const VtPhrasing& phr = phrasings[static_cast<size_t>(out.template_id)];
   const WordStream& stream = WordStream::get(ctx.split, HaystackKind::kNoise);
   const int64_t start = stream.random_sentence_start(rng);
+  // Drawn for the train split only, so the eval and dev samples stay what they were.
+  const int num_hops = ctx.split == Split::kTrain ? 1 + static_cast<int>(rng.below(kNumHops)) : kNumHops;
 
   std::unordered_set<std::string> used;
   std::vector<Insertion> statements;
@@ -34,7 +39,7 @@ Result<TaskOutput> generate_vt(const TaskContext& ctx) {
       value = random_number(rng, 5);
     } while (!used.insert(value).second);
     std::vector<std::string> names;
-    for (int j = 0; j <= kNumHops; ++j) {
+    for (int j = 0; j <= num_hops; ++j) {
       std::string name;
       do {
         name = random_variable_name(rng, ctx.split);
@@ -44,13 +49,13 @@ Result<TaskOutput> generate_vt(const TaskContext& ctx) {
     // Depths: sorted uniform draws; chain 0's first statement at the requested depth if any,
     // its later statements spread over the rest of the context.
     std::vector<double> depths;
-    for (int j = 0; j <= kNumHops; ++j) depths.push_back(rng.unit());
+    for (int j = 0; j <= num_hops; ++j) depths.push_back(rng.unit());
     if (c == 0 && ctx.depth.has_value()) {
       for (double& d : depths) d = *ctx.depth + d * (1.0 - *ctx.depth);
       depths[0] = *ctx.depth;
     }
     std::sort(depths.begin(), depths.end());
-    for (int j = 0; j <= kNumHops; ++j) {
+    for (int j = 0; j <= num_hops; ++j) {
       std::string text;
       if (j == 0) {
         const std::pair<std::string_view, std::string_view> vars[] = {{"var", names[0]}, {"value", value}};
@@ -68,7 +73,7 @@ Result<TaskOutput> generate_vt(const TaskContext& ctx) {
     }
   }
 
-  const std::string num = std::to_string(kNumHops + 1);
+  const std::string num = std::to_string(num_hops + 1);
   const std::pair<std::string_view, std::string_view> vars[] = {{"query", query_value}, {"num", num}};
   KC_ASSIGN_OR_RETURN(std::string tail, format_template(phr.question, vars));
   KC_ASSIGN_OR_RETURN(out.answer_prefix, format_template(phr.answer_prefix, vars));
@@ -80,7 +85,7 @@ Result<TaskOutput> generate_vt(const TaskContext& ctx) {
   };
   KC_ASSIGN_OR_RETURN(out.filled, fill_to_budget(build, *ctx.count_tokens, ctx.budget, max_units_for(ctx.budget), ctx.task));
   out.params["num_chains"] = kNumChains;
-  out.params["num_hops"] = kNumHops;
+  out.params["num_hops"] = num_hops;
   out.params["haystack_start_word"] = start;
   return out;
 }

@@ -388,6 +388,23 @@ TEST(EvalTasks, AnswersAreDerivableFromThePrompt) {
   }
 }
 
+TEST(EvalTasks, VtHopsAreRulersFourOnEvalAndDevAndOneToFourOnTrain) {
+  std::set<int64_t> train_hops;
+  for (int64_t index = 0; index < 40; ++index) {
+    for (const Split split : {Split::kEval, Split::kDev}) {
+      const Sample s = make("vt", split, 1024, index, count_whitespace_tokens);
+      EXPECT_EQ(s.params.at("num_hops"), 4) << split_name(split) << " #" << index;
+      EXPECT_EQ(s.answers.size(), 5u);
+    }
+    const Sample t = make("vt", Split::kTrain, 1024, index, count_whitespace_tokens);
+    ASSERT_TRUE(check_answers(t)) << "train #" << index;  // re-parses the chains of t.params' hops
+    EXPECT_EQ(static_cast<int64_t>(t.answers.size()), t.params.at("num_hops") + 1);
+    EXPECT_NE(t.prompt.find(std::to_string(t.answers.size()) + " variables"), std::string::npos) << t.answer_prefix;
+    train_hops.insert(t.params.at("num_hops"));
+  }
+  EXPECT_EQ(train_hops, (std::set<int64_t>{1, 2, 3, 4})) << "40 train samples draw every hop count";
+}
+
 TEST(EvalTasks, CheckersRejectDoctoredSamples) {
   for (const auto& task : all_tasks()) {
     const Sample s = make(task, Split::kEval, 1024, 0, count_whitespace_tokens);
