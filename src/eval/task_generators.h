@@ -33,6 +33,8 @@ struct TaskOutput {
   FilledPrompt filled;
   std::string answer_prefix;
   std::vector<std::string> answers;
+  // The training completion after the answer prefix; empty: " " + answers joined by ", " + ".".
+  std::string completion;
   int template_id = 0;
   std::map<std::string, int64_t> params;
 };

@@ -4,6 +4,10 @@
 // fact at the requested depth if any); the question asks for the end of chain 0 through its
 // start ("Who is the mayor of the capital of Zorvia?"), the other chains are distractors.
 // Names are synthetic and checked absent from the haystack text. Scored with string_match_part.
+// Train split only: the completion spells out the hop ("Melkat. The mayor of Melkat is Tirona
+// Vask.": the intermediate city, then the second fact restated), so that each generated step is a
+// single lookup a small model can learn; the scorer still looks for the person's name alone, and
+// eval / dev completions stay the bare answer.
 // Tested by tests/unit/eval/test_tasks.cpp (parses the facts and follows the chain).
 #include <unordered_set>
 
@@ -48,6 +52,7 @@ Result<TaskOutput> generate_multihop(const TaskContext& ctx) {
         {"country", country}, {"city", city}, {"person", person}};
     KC_ASSIGN_OR_RETURN(std::string first, format_template(phr.first_fact, vars));
     KC_ASSIGN_OR_RETURN(std::string second, format_template(phr.second_fact, vars));
+    if (c == 0 && ctx.split == Split::kTrain) out.completion = " " + city + ". " + second;
     facts.push_back(Insertion{std::move(first), draw_depth(rng, c == 0 ? ctx.depth : std::nullopt), c == 0});
     facts.push_back(Insertion{std::move(second), rng.unit(), c == 0});
     if (c == 0) {

@@ -405,6 +405,25 @@ TEST(EvalTasks, VtHopsAreRulersFourOnEvalAndDevAndOneToFourOnTrain) {
   EXPECT_EQ(train_hops, (std::set<int64_t>{1, 2, 3, 4})) << "40 train samples draw every hop count";
 }
 
+TEST(EvalTasks, MultihopTrainCompletionSpellsOutTheHop) {
+  for (int64_t index = 0; index < 6; ++index) {
+    for (const Split split : {Split::kEval, Split::kDev}) {
+      const Sample s = make("multihop_qa", split, 1024, index, count_whitespace_tokens);
+      EXPECT_EQ(s.completion, " " + s.answers.at(0) + ".") << split_name(split) << " #" << index;
+    }
+    const Sample t = make("multihop_qa", Split::kTrain, 1024, index, count_whitespace_tokens);
+    // " City. <the second fact, as in the prompt>": the intermediate city, then the fact naming the person.
+    const size_t dot = t.completion.find(". ");
+    ASSERT_NE(dot, std::string::npos) << t.completion;
+    const std::string city = t.completion.substr(1, dot - 1), fact = t.completion.substr(dot + 2);
+    EXPECT_FALSE(city.empty());
+    EXPECT_NE(t.prompt.find(fact), std::string::npos) << "the restated fact is not the prompt's: " << fact;
+    EXPECT_NE(fact.find(city), std::string::npos) << fact;
+    EXPECT_NE(fact.find(t.answers.at(0)), std::string::npos) << fact;
+    EXPECT_DOUBLE_EQ(*score_prediction(t.scorer, t.completion, t.answers), 1.0);
+  }
+}
+
 TEST(EvalTasks, CheckersRejectDoctoredSamples) {
   for (const auto& task : all_tasks()) {
     const Sample s = make(task, Split::kEval, 1024, 0, count_whitespace_tokens);
