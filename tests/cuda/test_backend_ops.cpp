@@ -2,7 +2,8 @@
 //   - supports(): every op but the prefill oracle for the shapes the kernels are built for; refusals
 //     naming the value (head_dim 96, GQA group size 9, dtype f32) and the prefill oracle (no GPU
 //     needed: these run in CI);
-//     option validation; the LessIsMore row equivalence helper on hand-made rows;
+//     option validation; decode plans made for the call's batch bucket (decode_plan_batch, shape_of);
+//     the LessIsMore row equivalence helper on hand-made rows;
 //   - on the GPU, each against the CPU backend on the same data (host views vs device views):
 //     select_decode for every pooling (per KV group, all heads sum / max, per query head, and a
 //     row count that divides neither G nor equals H) as tie-aware Top-k sets against fp64 pooled
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "cuda/backend/cuda_backend.h"
+#include "cuda/backend/decode_plan_cache.h"
 #include "cuda_test_support.h"
 #include "policy/cpu_backend.h"
 #include "test_backend_support.h"
@@ -100,6 +102,40 @@ TEST(CudaBackendSupport, CreateNeedsADevice) {
     EXPECT_TRUE(backend.ok()) << backend.status().to_string();
   } else {
     EXPECT_TRUE(refused_naming(backend.status(), StatusCode::kUnsupported, "no CUDA device"));
+  }
+}
+
+TEST(CudaBackendSupport, DecodePlansAreMadeForTheCallsBatchBucket) {
+  // Next power of two of the call's batch, capped at max_batch: a single sequence is never split as
+  // if max_batch sequences shared the GPU.
+  EXPECT_EQ(cuda::decode_plan_batch(1, 8), 1);
+  EXPECT_EQ(cuda::decode_plan_batch(2, 8), 2);
+  EXPECT_EQ(cuda::decode_plan_batch(3, 8), 4);
+  EXPECT_EQ(cuda::decode_plan_batch(5, 8), 8);
+  EXPECT_EQ(cuda::decode_plan_batch(8, 8), 8);
+  EXPECT_EQ(cuda::decode_plan_batch(5, 6), 6);
+  EXPECT_EQ(cuda::decode_plan_batch(1, 1), 1);
+  for (int32_t max_batch : {1, 3, 8, 64, 100}) {
+    for (int32_t batch = 1; batch <= max_batch; ++batch) {
+      const int32_t planned = cuda::decode_plan_batch(batch, max_batch);
+      ASSERT_GE(planned, batch);
+      ASSERT_LE(planned, max_batch);
+      ASSERT_LT(planned, 2 * batch) << "at most twice the call's sequences";
+    }
+  }
+  cuda::DecodePlanCache cache(/*max_seq_len=*/131072, Budget{}, nullptr);
+  cuda::DecodeKey key;
+  key.dtype = DType::kBF16;
+  key.num_heads = 32;
+  key.num_kv_heads = 8;
+  key.head_dim = 128;
+  key.page_size = 128;
+  for (int32_t plan_batch : {1, 4}) {
+    key.plan_batch = plan_batch;
+    const cuda::DecodeShape s = cache.shape_of(key);
+    EXPECT_EQ(s.batch, plan_batch);
+    EXPECT_EQ(s.max_seq_len, 131072);
+    EXPECT_EQ(s.num_kv_heads, 8);
   }
 }
 

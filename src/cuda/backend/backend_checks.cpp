@@ -133,6 +133,7 @@ Result<DecodeKey> check_decode_call(const QueryBatch& q, const PagedKv& kv, cons
   static_cast<CallHeads&>(key) = call_heads_of(q, kv);
   KC_RETURN_IF_ERROR(check_heads_supported(key, BackendOp::kDense, op));
   key.page_size = kv.page_size;
+  key.plan_batch = decode_plan_batch(q.batch, options.max_batch);
   return key;
 }
 

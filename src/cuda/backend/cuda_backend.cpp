@@ -32,7 +32,7 @@ using cuda::PrefillPlanCache;
 struct CudaBackend::State {
   explicit State(const CudaBackendOptions& o)
       : options(o),
-        plans(o.max_batch, o.max_seq_len, o.budget, o.stream),
+        plans(o.max_seq_len, o.budget, o.stream),
         prefill_plans(o.max_batch, o.max_seq_len, o.stream),
         k_host(static_cast<size_t>(o.max_batch)) {}
 

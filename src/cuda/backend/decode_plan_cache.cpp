@@ -19,12 +19,12 @@ auto* find_entry(std::vector<Keyed>& entries, const DecodeKey& key, int32_t vari
 
 }  // namespace
 
-DecodePlanCache::DecodePlanCache(int32_t max_batch, int32_t max_seq_len, const Budget& budget, cudaStream_t stream)
-    : max_batch_(max_batch), max_seq_len_(max_seq_len), budget_(budget), stream_(stream) {}
+DecodePlanCache::DecodePlanCache(int32_t max_seq_len, const Budget& budget, cudaStream_t stream)
+    : max_seq_len_(max_seq_len), budget_(budget), stream_(stream) {}
 
 DecodeShape DecodePlanCache::shape_of(const DecodeKey& key) const {
   DecodeShape s;
-  set_plan_heads(key, max_batch_, s);
+  set_plan_heads(key, key.plan_batch, s);
   s.page_size = key.page_size;
   s.max_seq_len = max_seq_len_;
   return s;

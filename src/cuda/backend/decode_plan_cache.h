@@ -1,7 +1,12 @@
 // src/cuda/backend/decode_plan_cache.h — the CUDA backend's decode plans, made once per call
-// shape (DecodeKey) and op variant for the backend's max_batch and max_seq_len, each with its own
-// workspace (allocated and initialised when the plan is made). Lookups after the first allocate
-// nothing. read_errors() reads and clears the error word of every workspace.
+// shape (DecodeKey) and op variant for the key's batch bucket and the backend's max_seq_len, each
+// with its own workspace (allocated and initialised when the plan is made). Lookups after the first
+// allocate nothing. read_errors() reads and clears the error word of every workspace.
+// Batch buckets: a plan made for max_batch splits the KV sequence for max_batch sequences; a call
+// of fewer sequences would then leave most SMs idle (measured: a runtime made for batch 8 decoded
+// one 128K sequence at half the speed of one made for batch 1, docs/perf.md "GPU runtime round 3").
+// So each call gets the plan of decode_plan_batch(q.batch): the next power of two, at most
+// max_batch — at most log2(max_batch) + 1 plans per shape.
 // Tested through the backend (tests/cuda/test_backend_ops.cpp, test_backend_policies.cpp).
 #pragma once
 
@@ -22,15 +27,25 @@
 
 namespace kascade::cuda {
 
-// The static shape of a decode call, from its views: the heads and the KV cache page size.
+// The batch a decode call of `batch` sequences is planned for: the smallest power of two >= batch,
+// capped at max_batch (1 <= batch <= max_batch).
+inline int32_t decode_plan_batch(int32_t batch, int32_t max_batch) {
+  int32_t planned = 1;
+  while (planned < batch) planned *= 2;
+  return planned < max_batch ? planned : max_batch;
+}
+
+// The static shape of a decode call, from its views: the heads, the KV cache page size and the
+// batch bucket (decode_plan_batch) the plans are made for.
 struct DecodeKey : CallHeads {
-  int32_t page_size = 0;  // KV cache page size
+  int32_t page_size = 0;   // KV cache page size
+  int32_t plan_batch = 0;  // decode_plan_batch(q.batch, max_batch)
   bool operator==(const DecodeKey&) const = default;
 };
 
 class DecodePlanCache {
  public:
-  DecodePlanCache(int32_t max_batch, int32_t max_seq_len, const Budget& budget, cudaStream_t stream);
+  DecodePlanCache(int32_t max_seq_len, const Budget& budget, cudaStream_t stream);
 
   struct Dense {
     DenseDecodePlan plan;
@@ -67,7 +82,6 @@ class DecodePlanCache {
   };
   Result<BackendBuffer> make_workspace(const WorkspaceLayout& layout, const char* what);
 
-  int32_t max_batch_;
   int32_t max_seq_len_;
   Budget budget_;
   cudaStream_t stream_;
