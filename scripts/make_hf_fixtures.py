@@ -11,6 +11,13 @@ Writes into tests/data/hf/ (about 2.6 MB in all):
                          (attention_scaling != 1; max_position_embeddings = factor × original, so
                          every transformers version derives the same scaling), GQA 4:2, stored in
                          f16 as one model.safetensors
+  llama_gqa4_d64/        the GPU kernels' shapes (the two above have head dim 32, which the CUDA
+  qwen3_gqa4_d128/       kernels do not build): GQA 8:2 (group 4), head dim 64 (llama3 RoPE, bf16, untied)
+                         and head dim 128 (Qwen3 q/k norm, YaRN, f16, tied); for the GPU runtime's
+                         parity test (tests/cuda/test_gpu_runtime_parity.cpp) and the CPU runtime's
+  kascade_tiny           no checkpoint: the reference of the bundled model ../../../models/kascade-tiny
+                         on a 2,048-token prompt (random ids) + 20 continuation tokens (regenerate it
+                         whenever the shipped weights change: `--only kascade_tiny`)
   <name>.fixture.json    prompt (300 ids) and continuation (20 ids), the positions whose logits are
                          kept, the rotary embedding's inv_freq and attention_scaling, versions
   <name>.logits.f32      little-endian float32 [rows, vocab]: logits of positions
@@ -26,6 +33,7 @@ Token ids are integers drawn at random (no tokenizer).
 Run from the repository root on a machine with torch and transformers (any 4.4x or 5.x):
   python3 scripts/make_hf_fixtures.py            # writes tests/data/hf/
   python3 scripts/make_hf_fixtures.py --out DIR  # elsewhere
+  python3 scripts/make_hf_fixtures.py --only llama_gqa4_d64,qwen3_gqa4_d128   # some of them
 """
 import argparse
 import json
@@ -62,11 +70,20 @@ QWEN3_TINY = {
     "max_window_layers": 3, "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.02,
     "torch_dtype": "float16", "use_cache": True}
 
+LLAMA_GQA4_D64 = dict(LLAMA_TINY, hidden_size=128, intermediate_size=256, num_hidden_layers=3,
+                      num_attention_heads=8, num_key_value_heads=2, head_dim=64)
+QWEN3_GQA4_D128 = dict(QWEN3_TINY, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                       num_attention_heads=8, num_key_value_heads=2, head_dim=128, max_window_layers=2)
+
 MODELS = [
     # name, config, storage dtype, shards, seed
     ("llama_tiny", LLAMA_TINY, torch.bfloat16, 2, 1234),
     ("qwen3_tiny", QWEN3_TINY, torch.float16, 1, 5678),
+    ("llama_gqa4_d64", LLAMA_GQA4_D64, torch.bfloat16, 1, 2468),
+    ("qwen3_gqa4_d128", QWEN3_GQA4_D128, torch.float16, 1, 1357),
 ]
+KASCADE_TINY_DIR = os.path.join("..", "..", "..", "models", "kascade-tiny")  # relative to tests/data/hf
+KASCADE_TINY_PROMPT = 2048
 
 
 def randomize(model, dtype, seed):
@@ -136,26 +153,33 @@ def make(name, config_dict, dtype, shards, seed, out):
     if rope_type == "yarn":
         assert abs(attention_scaling - 1.0) > 1e-3, "yarn attention scaling not applied"
 
-    gen = torch.Generator().manual_seed(seed + 1)
-    ids = torch.randint(0, config_dict["vocab_size"], (PROMPT_LEN + CONTINUATION_LEN,), generator=gen)
     with torch.no_grad():
-        logits = reloaded(ids.unsqueeze(0)).logits[0]  # [320, vocab] float64
         tied = reloaded.lm_head.weight.data_ptr() == reloaded.model.embed_tokens.weight.data_ptr()
     assert tied == config_dict["tie_word_embeddings"], "tie_word_embeddings not honoured"
-    first = PROMPT_LEN - KEPT_PROMPT_POSITIONS
+    write_reference(name, name, reloaded, config_dict["vocab_size"], PROMPT_LEN, seed + 1, str(dtype), out)
+
+
+def write_reference(name, model_dir, reloaded, vocab_size, prompt_len, seed, storage_dtype, out):
+    """Teacher-forced float64 logits of `reloaded` over random ids: <name>.logits.f32 + .fixture.json."""
+    inv_freq, attention_scaling = rotary_of(reloaded)
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab_size, (prompt_len + CONTINUATION_LEN,), generator=gen)
+    with torch.no_grad():
+        logits = reloaded(ids.unsqueeze(0)).logits[0]  # [prompt + continuation, vocab] float64
+    first = prompt_len - KEPT_PROMPT_POSITIONS
     kept = logits[first:].to(torch.float32).contiguous()
     kept.numpy().astype("<f4").tofile(os.path.join(out, f"{name}.logits.f32"))
     fixture = {
-        "model_dir": name,
-        "prompt": ids[:PROMPT_LEN].tolist(),
-        "continuation": ids[PROMPT_LEN:].tolist(),
+        "model_dir": model_dir,
+        "prompt": ids[:prompt_len].tolist(),
+        "continuation": ids[prompt_len:].tolist(),
         "first_logit_position": first,
         "rows": int(kept.shape[0]),
         "vocab_size": int(kept.shape[1]),
         "reference": "transformers float64 eager attention, teacher-forced over prompt + continuation",
         "inv_freq": inv_freq,
         "attention_scaling": attention_scaling,
-        "storage_dtype": str(dtype).replace("torch.", ""),
+        "storage_dtype": storage_dtype.replace("torch.", ""),
         "max_abs_logit": float(kept.abs().max()),
         "transformers_version": transformers.__version__,
         "torch_version": torch.__version__,
@@ -168,15 +192,33 @@ def make(name, config_dict, dtype, shards, seed, out):
           f"{(top2[:, 0] - top2[:, 1]).median().item():.4f}, attention_scaling {attention_scaling:.6f}")
 
 
+def make_kascade_tiny(out):
+    """The bundled model's reference: its shipped weights as transformers loads them, no new checkpoint."""
+    model_dir = os.path.normpath(os.path.join(out, KASCADE_TINY_DIR))
+    config = json.load(open(os.path.join(model_dir, "config.json")))
+    reloaded = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager").double().eval()
+    write_reference("kascade_tiny", KASCADE_TINY_DIR, reloaded, config["vocab_size"], KASCADE_TINY_PROMPT, 97531,
+                    config.get("torch_dtype", "bfloat16"), out)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                                       "tests", "data", "hf"))
+    names = [m[0] for m in MODELS] + ["kascade_tiny"]
+    parser.add_argument("--only", help="comma-separated fixtures to write (default: all of " + ", ".join(names) + ")")
     args = parser.parse_args()
+    only = args.only.split(",") if args.only else names
+    unknown = [n for n in only if n not in names]
+    if unknown:
+        parser.error(f"unknown fixture(s) {unknown}; known: {names}")
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(4)
     for name, config_dict, dtype, shards, seed in MODELS:
-        make(name, config_dict, dtype, shards, seed, args.out)
+        if name in only:
+            make(name, config_dict, dtype, shards, seed, args.out)
+    if "kascade_tiny" in only:
+        make_kascade_tiny(args.out)
 
 
 if __name__ == "__main__":

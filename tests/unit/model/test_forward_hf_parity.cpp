@@ -1,7 +1,8 @@
 // test_forward_hf_parity.cpp — the forward pass against Hugging Face transformers (DESIGN.md §4):
 // the checkpoints of tests/data/hf/ (tiny random Llama with llama3 RoPE, untied, bf16, two shards;
-// tiny random Qwen3 with q/k norm, tied, YaRN, f16) loaded by our config / safetensors / weights
-// code, teacher-forced over a 300-token prompt (chunked prefill: 128 + 128 + 44) and 20 further
+// tiny random Qwen3 with q/k norm, tied, YaRN, f16; the same two families at GQA 8:2 with head dims
+// 64 and 128; the bundled kascade-tiny on 2,048 tokens) loaded by our config / safetensors / weights
+// code, teacher-forced over the prompt (chunked prefill: 128 + 128 + the rest) and 20 further
 // tokens one call each, with plain dense attention (ref::dense_attention_ref over a contiguous
 // cache). Logits of the last 40 positions must match transformers' float64 logits:
 // max |Δ| <= 1e-3 · max |logit|, equal argmax where the top-2 margin exceeds that.
@@ -47,6 +48,11 @@ void check_parity(const std::string& name, bool expect_qk_norm, bool expect_tied
 
 TEST(ForwardHfParity, LlamaLlama3RopeUntiedBf16Sharded) { check_parity("llama_tiny", false, false); }
 TEST(ForwardHfParity, Qwen3QkNormTiedYarnF16) { check_parity("qwen3_tiny", true, true); }
+// The GPU kernels' shapes (GQA group 4, head dim 64 and 128), also checked on the GPU runtime.
+TEST(ForwardHfParity, LlamaGqa4HeadDim64) { check_parity("llama_gqa4_d64", false, false); }
+TEST(ForwardHfParity, Qwen3Gqa4HeadDim128) { check_parity("qwen3_gqa4_d128", true, true); }
+// The bundled model as transformers loads it (2,048-token prompt; calls of 128, 128, rest).
+TEST(ForwardHfParity, KascadeTinyShippedWeights) { check_parity("kascade_tiny", false, true); }
 
 }  // namespace
 }  // namespace kascade::forward_test

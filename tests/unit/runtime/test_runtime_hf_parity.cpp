@@ -1,6 +1,8 @@
 // test_runtime_hf_parity.cpp — the whole runtime (config + safetensors loading, paged KV cache,
 // chunked varlen prefill, decode, policies) against Hugging Face transformers' logits
-// (tests/data/hf/, scripts/make_hf_fixtures.py), teacher-forced over a 300-token prompt plus 20
+// (tests/data/hf/, scripts/make_hf_fixtures.py: two tiny random models of head dim 32, the same
+// families at GQA 8:2 with head dims 64 and 128, and the bundled kascade-tiny on 2,048 tokens),
+// teacher-forced over the fixture's prompt (300 tokens; 2,048 for kascade-tiny, dense only) plus 20
 // decode steps, DESIGN.md §4's rule (max |Δ| <= 1e-3·max |logit|, argmax where the margin allows):
 //   - dense, for several prefill chunk sizes (one shot, multiples of the tile, not) and page sizes;
 //   - every policy with a saturating budget (rho = 1): equal to dense (to fp32 rounding) and to HF,
@@ -10,8 +12,10 @@
 //     of DESIGN.md §2.1–2.3 computed here by hand.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "kascade/model_config.h"
 #include "kascade/runtime.h"
 #include "unit/model/test_forward_hf_fixture.h"
 
@@ -74,12 +78,15 @@ TEST_P(RuntimeHfParity, SaturatingBudgetMakesEveryPolicyEqualDense) {
   ASSERT_FALSE(f.logits.empty());
   const std::vector<float> dense = run(options_for(f), f);
   ASSERT_TRUE(logits_match_hf(dense, f));
+  auto config = load_model_config(f.model_dir);
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  const auto layers = static_cast<int32_t>(config->num_hidden_layers);
   for (const std::string& name : policy_names()) {
     if (name == "dense") continue;
     RuntimeOptions o = options_for(f);
     o.attention.policy = name;
     o.attention.topk_fraction = 1.0;
-    if (name.rfind("kascade", 0) == 0) o.attention.anchors = {0, 2};
+    if (name.rfind("kascade", 0) == 0) o.attention.anchors = {0, std::min<int32_t>(2, layers - 1)};
     auto rt = Runtime::create(o);
     ASSERT_TRUE(rt.ok()) << name << ": " << rt.status().to_string();
     auto out = (*rt)->teacher_forced({input_of(f)});
@@ -122,8 +129,19 @@ TEST_P(RuntimeHfParity, VarlenBatchEqualsSequencesAlone) {
     ASSERT_NEAR((*batch)[0].logits[i], (*alone)[0].logits[i], 1e-5 * scale) << "row " << i / f.vocab;
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, RuntimeHfParity, ::testing::Values("llama_tiny", "qwen3_tiny"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, RuntimeHfParity,
+                         ::testing::Values("llama_tiny", "qwen3_tiny", "llama_gqa4_d64", "qwen3_gqa4_d128"),
                          [](const auto& info) { return std::string(info.param); });
+
+// The bundled model (2,048-token prompt, prefill chunks of 512 over 16-key pages, then 20 decode
+// steps) against transformers on its shipped weights.
+TEST(RuntimeHfParityKascadeTiny, DenseMatchesTransformers) {
+  const HfFixture f = load_hf_fixture("kascade_tiny");
+  ASSERT_FALSE(f.logits.empty());
+  RuntimeOptions o = options_for(f);
+  o.chunk_size = 512;
+  EXPECT_TRUE(logits_match_hf(run(o, f), f));
+}
 
 // k(n) of DESIGN.md §2.1 for rho = 0.1, k_min = 16, written out here.
 int64_t k_of(int64_t n) { return std::min<int64_t>(n, std::max<int64_t>(16, (n + 9) / 10)); }
