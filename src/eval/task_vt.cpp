@@ -2,6 +2,7 @@
 // noise haystack. Chain c: "VAR X0 = 12345." then "VAR Xj = VAR X(j-1)." for j = 1..hops, in
 // order at increasing depths; chain 0 is asked about ("Find all variables that are assigned the
 // value 12345"), the others are distractors with other values. Values have 5 digits (RULER).
+// Train statement styles with a {kw} placeholder draw it per sample from vt_train_keywords().
 // Eval and dev: 4 hops (RULER's setting). Train: 1–4 hops, uniform per sample — the short chains
 // teach the backward lookup (find the source, copy the name assigned from it) that the long ones
 // repeat, a curriculum inside every stage (docs/model.md).
@@ -29,6 +30,8 @@ Result<TaskOutput> generate_vt(const TaskContext& ctx) {
   const int64_t start = stream.random_sentence_start(rng);
   // Drawn for the train split only, so the eval and dev samples stay what they were.
   const int num_hops = ctx.split == Split::kTrain ? 1 + static_cast<int>(rng.below(kNumHops)) : kNumHops;
+  std::string_view keyword;  // the {kw} of the train statement styles that have one
+  if (ctx.split == Split::kTrain) keyword = vt_train_keywords()[rng.below(vt_train_keywords().size())];
 
   std::unordered_set<std::string> used;
   std::vector<Insertion> statements;
@@ -58,11 +61,13 @@ Result<TaskOutput> generate_vt(const TaskContext& ctx) {
     for (int j = 0; j <= num_hops; ++j) {
       std::string text;
       if (j == 0) {
-        const std::pair<std::string_view, std::string_view> vars[] = {{"var", names[0]}, {"value", value}};
+        const std::pair<std::string_view, std::string_view> vars[] = {
+            {"var", names[0]}, {"value", value}, {"kw", keyword}};
         KC_ASSIGN_OR_RETURN(text, format_template(phr.assign_value, vars));
       } else {
         const std::pair<std::string_view, std::string_view> vars[] = {{"var", names[static_cast<size_t>(j)]},
-                                                                       {"src", names[static_cast<size_t>(j - 1)]}};
+                                                                       {"src", names[static_cast<size_t>(j - 1)]},
+                                                                       {"kw", keyword}};
         KC_ASSIGN_OR_RETURN(text, format_template(phr.assign_var, vars));
       }
       statements.push_back(Insertion{std::move(text), depths[static_cast<size_t>(j)], c == 0});

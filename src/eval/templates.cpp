@@ -119,6 +119,15 @@ constexpr std::array kVtTrainStatements = {
     VtStatements{"MOV {var}, {value}.", "MOV {var}, {src}."},
     VtStatements{"PUT {value} IN {var}.", "PUT {src} IN {var}."},
     VtStatements{"{var} IS {value}.", "{var} IS {src}."},
+    VtStatements{"{kw} {var} = {value}.", "{kw} {var} = {kw} {src}."},
+    VtStatements{"{kw} {var} := {value}.", "{kw} {var} := {src}."},
+    VtStatements{"{kw} {var} {value}.", "{kw} {var} {src}."},
+};
+constexpr std::array<std::string_view, 40> kVtTrainKeywords = {
+    "DIM",    "VAL",    "REF",    "OBJ",    "KEY",    "BOX",    "CELL",   "SLOT",   "ITEM",    "TERM",
+    "NODE",   "UNIT",   "DATA",   "WORD",   "SYMBOL", "HANDLE", "BUFFER", "RECORD", "VECTOR",  "STRING",
+    "NUMBER", "GLOBAL", "STATIC", "AUTO",   "PTR",    "ARG",    "TMP",    "ACC",    "MEM",     "BIT",
+    "HEX",    "TAG",    "MARKER", "HOLDER", "SIGNAL", "PORT",   "WIRE",   "LINK",   "CHANNEL", "REGISTER",
 };
 constexpr std::array<std::string_view, 4> kVtTrainInstructions = {
     "Keep track of the variable assignments scattered through the following text.",
@@ -306,6 +315,7 @@ std::span<const VtPhrasing> vt_phrasings(Split s) {
   return pick(s, std::span<const VtPhrasing>(train), std::span<const VtPhrasing>(kVtDev),
               std::span<const VtPhrasing>(kVtEval));
 }
+std::span<const std::string_view> vt_train_keywords() { return kVtTrainKeywords; }
 std::span<const CwePhrasing> cwe_phrasings(Split s) { return pick(s, kCweTrain, kCweDev, kCweEval); }
 std::span<const FwePhrasing> fwe_phrasings(Split s) { return pick(s, kFweTrain, kFweDev, kFweEval); }
 std::span<const KvPhrasing> kv_phrasings(Split s) { return pick(s, kKvTrain, kKvDev, kKvEval); }

@@ -72,6 +72,10 @@ struct FactPhrasing {
 
 std::span<const NiahPhrasing> niah_phrasings(Split split);
 std::span<const VtPhrasing> vt_phrasings(Split split);
+// Train split only: the keywords a vt statement style with a {kw} placeholder draws from, one per
+// sample ("DIM ABCDE = DIM FGHIJ."), so that the model learns the chain, not a keyword. None has 5
+// letters (variable names do) and none is the eval or dev syntax (VAR, LET).
+std::span<const std::string_view> vt_train_keywords();
 std::span<const CwePhrasing> cwe_phrasings(Split split);
 std::span<const FwePhrasing> fwe_phrasings(Split split);
 std::span<const KvPhrasing> kv_phrasings(Split split);

@@ -83,7 +83,7 @@ TEST(EvalSplits, EveryTemplateFormats) {
   const std::pair<std::string_view, std::string_view> all_vars[] = {
       {"types", "numbers"}, {"type", "number"}, {"key", "k"},   {"value", "1"},   {"query", "q"},
       {"var", "ABCDE"},     {"src", "FGHIJ"},   {"num", "5"},   {"i", "3"},       {"word", "w"},
-      {"country", "Zorvia"}, {"city", "Melkat"}, {"person", "Tirona Vask"}};
+      {"country", "Zorvia"}, {"city", "Melkat"}, {"person", "Tirona Vask"}, {"kw", "DIM"}};
   for (const Split split : kSplits) {
     EXPECT_FALSE(niah_phrasings(split).empty());
     EXPECT_FALSE(vt_phrasings(split).empty());

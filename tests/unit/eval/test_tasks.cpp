@@ -403,6 +403,22 @@ TEST(EvalTasks, VtHopsAreRulersFourOnEvalAndDevAndOneToFourOnTrain) {
     train_hops.insert(t.params.at("num_hops"));
   }
   EXPECT_EQ(train_hops, (std::set<int64_t>{1, 2, 3, 4})) << "40 train samples draw every hop count";
+  // The {kw} statement styles of the train split draw their keyword per sample ("DIM ABCDE = ...").
+  std::set<std::string_view> keywords_seen;
+  for (int64_t index = 0; index < 200; ++index) {
+    const Sample t = make("vt", Split::kTrain, 1024, index, count_whitespace_tokens);
+    for (const std::string_view kw : vt_train_keywords()) {
+      for (const auto& name : t.answers) {
+        if (t.prompt.find(std::string(kw) + " " + name) != std::string::npos) keywords_seen.insert(kw);
+      }
+    }
+  }
+  EXPECT_GE(keywords_seen.size(), 8u) << "200 train samples use several keywords";
+  for (int64_t index = 0; index < 20; ++index) {
+    const Sample e = make("vt", Split::kEval, 1024, index, count_whitespace_tokens);
+    for (const std::string_view kw : vt_train_keywords())
+      EXPECT_EQ(e.prompt.find(" " + std::string(kw) + " " + e.answers[0]), std::string::npos) << kw;
+  }
 }
 
 TEST(EvalTasks, MultihopTrainCompletionSpellsOutTheHop) {
