@@ -186,6 +186,10 @@ class AttentionPolicy {
   virtual void reset_statistics() = 0;
   // Host copy of the current rows (copies from the backend).
   virtual Result<IndexSnapshot> snapshot_indices() const = 0;
+  // Width (entries per row, the k_max of DecodeIndexRows) of the decode index rows the last successful
+  // begin_forward planned; 0 when that call has none (dense, prefill, no call yet). A captured decode
+  // graph bakes this row stride in, so the CUDA runtime keys its graphs on it.
+  virtual int64_t planned_decode_row_width() const = 0;
 };
 
 // Makes the policy `config.name` over `backend` (shared with the caller). Refuses unknown names,

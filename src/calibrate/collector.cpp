@@ -82,6 +82,11 @@ class RecordingPolicy final : public AttentionPolicy {
     for (auto& layers : stats_.per_layer) std::fill(layers.begin(), layers.end(), AttendedCount{});
   }
 
+  // The sparse stats forward's decode rows: G rows of min(k_cal, n); the dense one has none.
+  int64_t planned_decode_row_width() const override {
+    return in_call_ && mode_ == ForwardMode::kDecode && sparse() ? decode_k_ : 0;
+  }
+
   Result<IndexSnapshot> snapshot_indices() const override {
     IndexSnapshot snap;
     if (!in_call_ || !produced_) return snap;

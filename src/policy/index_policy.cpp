@@ -105,6 +105,11 @@ class IndexPolicy final : public AttentionPolicy {
     for (auto& layers : stats_.per_layer) std::fill(layers.begin(), layers.end(), AttendedCount{});
   }
 
+  int64_t planned_decode_row_width() const override {
+    const bool has_rows = in_call_ && mode_ == ForwardMode::kDecode && selector() != Selector::kNone;
+    return has_rows ? decode_rows_.k_max : 0;
+  }
+
   Result<IndexSnapshot> snapshot_indices() const override {
     IndexSnapshot snap;
     if (!in_call_ || producer_ == kNoRows) return snap;

@@ -19,6 +19,7 @@
 #include "kascade/attention.h"
 #include "kascade/dtype.h"
 #include "kascade/status.h"
+#include "testing/harness.h"  // KC_ASSERT_OK
 
 namespace kascade::testing {
 
@@ -28,12 +29,6 @@ bool cuda_device_available();
 #define KC_SKIP_WITHOUT_GPU()                                                     \
   do {                                                                            \
     if (!::kascade::testing::cuda_device_available()) GTEST_SKIP() << "no CUDA device"; \
-  } while (0)
-
-#define KC_ASSERT_OK(expr)                                   \
-  do {                                                       \
-    const ::kascade::Status kc_s_ = (expr);                  \
-    ASSERT_TRUE(kc_s_.ok()) << #expr << ": " << kc_s_.to_string(); \
   } while (0)
 
 #define KC_ASSERT_CUDA(expr)                                                         \

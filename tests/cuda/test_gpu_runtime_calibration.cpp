@@ -68,6 +68,7 @@ class HostDensePolicy final : public AttentionPolicy {
   const AttendedStatistics& statistics() const override { return stats_; }
   void reset_statistics() override {}
   Result<IndexSnapshot> snapshot_indices() const override { return IndexSnapshot{}; }
+  int64_t planned_decode_row_width() const override { return 0; }
   int64_t calls() const { return calls_; }
 
  private:

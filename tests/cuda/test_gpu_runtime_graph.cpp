@@ -4,8 +4,8 @@
 // Without a GPU (they run wherever the CUDA tests are built):
 //   GraphPassTrace.*  the op trace changes with every argument it must pin (pointers, sizes, row
 //                     width, head map, pooling) and not otherwise; staged selection sizes must agree
-//                     across the ops of a step; which policies are graph-safe; the width of the
-//                     decode index rows against budget_k; when two steps share a graph.
+//                     across the ops of a step; which policies are graph-safe; when two steps
+//                     share a graph.
 // On the GPU (skipped without one):
 //   GpuBackendGraphPass.*  inside a pass the backend refuses what is not graph-safe (allocate,
 //     copies, error checks, nested passes) with Unsupported, a check pass matches only after a
@@ -42,7 +42,6 @@
 #include "cuda/backend/graph_pass.h"
 #include "cuda/model/decode_graph.h"
 #include "cuda_test_support.h"
-#include "kascade/budget.h"
 #include "kascade/runtime.h"
 #include "unit/runtime/tiny_model_case.h"
 
@@ -155,7 +154,7 @@ TEST(GraphPassTrace, StagedSizesMustAgreeWithinAStep) {
   EXPECT_EQ(staged.sizes()[1], 155);
 }
 
-TEST(GraphPassTrace, GraphSafePoliciesAndRowWidth) {
+TEST(GraphPassTrace, GraphSafePolicies) {
   PolicyConfig config;
   for (const std::string& name : policy_names()) {
     config.name = name;
@@ -168,20 +167,8 @@ TEST(GraphPassTrace, GraphSafePoliciesAndRowWidth) {
       EXPECT_NE(safe.message().find(name), std::string::npos) << safe.message();
     }
   }
-  config.name = "dense";
-  EXPECT_EQ(cuda::decode_rows_width(config, {5000, 30}), 0);
-  config.name = "kascade";
-  config.budget.rho_ppm = 100000;
-  config.budget.k_min = 64;
-  // k(n) = min(n, max(64, ceil(n / 10))): 5000 -> 500, 1537 -> 154, 30 -> 30; the rows are as wide
-  // as the bucket of the largest k (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, ...).
-  EXPECT_EQ(cuda::decode_rows_width(config, {1537, 30}), 192);
-  EXPECT_EQ(cuda::decode_rows_width(config, {30, 5000}), 512);
-  EXPECT_EQ(cuda::decode_rows_width(config, {30}), 32);
-  EXPECT_EQ(cuda::decode_rows_width(config, {1537}), decode_row_width(budget_k(1537, config.budget)));
-  // Decoding from 1537 to 1920 keys (k 154..192) keeps one width: one graph for 383 steps.
-  EXPECT_EQ(cuda::decode_rows_width(config, {1920}), 192);
-  EXPECT_EQ(cuda::decode_rows_width(config, {1921}), 256);
+  // The row width the graphs key on is the policy's own (planned_decode_row_width, tested with the
+  // policies in tests/unit/policy/test_policy.cpp).
 }
 
 TEST(GraphPassTrace, StepsShareAGraphOnlyWithTheSameCompositionAndRowWidth) {

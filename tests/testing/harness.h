@@ -4,7 +4,8 @@
 //   - within_naive_error(): the FlashAttention-3 tolerance rule, error <= 2 x a naive
 //     same-precision implementation's error against an fp64 reference, plus a dtype atol;
 //   - topk_sets_equivalent(): tie-aware comparison of Top-k index sets;
-//   - GuardedBuffer: outputs with canary regions on both sides, pre-filled with NaN.
+//   - GuardedBuffer: outputs with canary regions on both sides, pre-filled with NaN;
+//   - KC_ASSERT_OK(status expression): fails the test with the expression and the status' message.
 // The helpers are themselves tested by tests/unit/test_harness.cpp (they must catch the
 // mistakes they exist to catch).
 #pragma once
@@ -21,6 +22,13 @@
 #include <vector>
 
 #include "kascade/dtype.h"
+#include "kascade/status.h"
+
+#define KC_ASSERT_OK(expr)                                           \
+  do {                                                               \
+    const ::kascade::Status kc_s_ = (expr);                          \
+    ASSERT_TRUE(kc_s_.ok()) << #expr << ": " << kc_s_.to_string();   \
+  } while (0)
 
 namespace kascade::testing {
 

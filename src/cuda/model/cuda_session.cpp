@@ -172,14 +172,14 @@ Status CudaSession::prepare(ForwardMode mode, const std::vector<runtime::CallIte
     key.sample = true;
     key.sampling = sample->params;
   }
-  if (mode == ForwardMode::kDecode && graph_stats_.enabled) key.rows_k_max = decode_rows_width(policy_->config(), kv_lens);
-
   ForwardInfo info;
   info.mode = mode;
   info.batch = batch;
   info.q_lens = q_lens.data();
   info.kv_lens = kv_lens.data();
   KC_RETURN_IF_ERROR(policy_->begin_forward(info));
+  // The row stride the policy just planned (a captured graph bakes it in).
+  if (mode == ForwardMode::kDecode && graph_stats_.enabled) key.rows_k_max = policy_->planned_decode_row_width();
   call->mode = mode;
   call->batch = batch;
   call->tokens = T;

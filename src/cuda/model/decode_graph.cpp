@@ -6,7 +6,6 @@
 #include <string>
 
 #include "cuda/common/cuda_status.h"
-#include "kascade/budget.h"
 
 namespace kascade::cuda {
 
@@ -20,13 +19,6 @@ Status graph_safe_policy(const PolicyConfig& config) {
                                                  : "baselines run outside graph capture";
   return unsupported("policy '", config.name, "' decodes eagerly (", why,
                      "); CUDA graphs cover dense and the kascade variants");
-}
-
-int64_t decode_rows_width(const PolicyConfig& config, const std::vector<int32_t>& kv_lens) {
-  if (config.name == "dense") return 0;
-  int64_t k = 1;
-  for (int32_t n : kv_lens) k = std::max(k, budget_k(n, config.budget));
-  return decode_row_width(k);
 }
 
 DecodeGraph::~DecodeGraph() { reset(); }

@@ -35,7 +35,7 @@ struct DecodeGraphKey {
   std::vector<int32_t> logit_slots;  // slots whose row of logits is computed, in order
   bool sample = false;               // the step ends with the device sampler
   SamplingParams sampling;           // its settings (when sample)
-  int64_t rows_k_max = 0;            // width of the policy's decode index rows (0: no rows)
+  int64_t rows_k_max = 0;            // AttentionPolicy::planned_decode_row_width (0: no rows)
 
   // Everything but rows_k_max: steps of one composition (the plans their first eager run made
   // are the ones a capture uses).
@@ -49,12 +49,6 @@ struct DecodeGraphKey {
 
 // OK when `config`'s decode can be captured; Unsupported naming the policy and the reason otherwise.
 Status graph_safe_policy(const PolicyConfig& config);
-
-// The width of the decode index rows the policy plans for a decode call with these kv_lens
-// (src/policy/index_policy.cpp plan_decode): decode_row_width(max_b k(kv_len_b)) for the Kascade
-// variants (kascade/budget.h: bucketed, so the width changes only when k grows by half), 0 for
-// dense (no rows). Only for graph-safe policies.
-int64_t decode_rows_width(const PolicyConfig& config, const std::vector<int32_t>& kv_lens);
 
 class DecodeGraph {
  public:

@@ -9,7 +9,8 @@
 //     from src/ref ops in the test (compose_ref.h); the prefill oracle's rows equal each query
 //     head's fp64 top-k (tie-aware);
 //   - rolling chunked prefill in multiples of T equals one-shot; an unaligned chunk pools only
-//     its own queries; kascade-decode is dense in prefill and kascade in decode.
+//     its own queries; kascade-decode is dense in prefill and kascade in decode;
+//   - the decode row width each policy plans (planned_decode_row_width) is the bucket of its widest row.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -213,6 +214,59 @@ TEST(PolicyRows, EveryPolicyAttendsDuplicateFreeRowsInRange) {
       ASSERT_TRUE(run_policy(*policy, problem, call, true, &run));
       check_outputs(*policy, problem, call, run);
     }
+  }
+}
+
+// A decode call of one query per sequence with these key counts (no layer runs).
+Status begin_decode(AttentionPolicy& policy, const std::vector<int32_t>& kv_lens) {
+  const std::vector<int32_t> q_lens(kv_lens.size(), 1);
+  ForwardInfo info;
+  info.mode = ForwardMode::kDecode;
+  info.batch = static_cast<int32_t>(kv_lens.size());
+  info.q_lens = q_lens.data();
+  info.kv_lens = kv_lens.data();
+  return policy.begin_forward(info);
+}
+
+// The row stride a decode call plans (what a captured CUDA graph bakes in): the bucket
+// (decode_row_width: 16, 24, 32, 48, 64, 96, ...) of the widest row of the call — k(n), or up to
+// k + page - 1 for Quest's whole pages, k + sinks for LessIsMore — and 0 without rows.
+TEST(PolicyRows, PlannedDecodeRowWidthIsTheBucketOfTheWidestRow) {
+  auto rng = rng_for_test();
+  const Problem problem(rng, six_layers(), kLens);
+  const std::vector<std::vector<int32_t>> calls = {{1537, 30}, {30, 5000}, {30}, {1920}, {1921}, {3, 7}};
+  for (const std::string& name : policy_names()) {
+    SCOPED_TRACE(name);
+    PolicyConfig config = configured(problem, name);
+    config.budget.rho_ppm = 100000;  // k(n) = min(n, max(64, ceil(n / 10))): 1537 -> 154, 5000 -> 500
+    config.budget.k_min = 64;
+    auto policy = make(config);
+    ASSERT_NE(policy, nullptr);
+    EXPECT_EQ(policy->planned_decode_row_width(), 0) << "before any call";
+    for (const std::vector<int32_t>& kv_lens : calls) {
+      KC_ASSERT_OK(begin_decode(*policy, kv_lens));
+      int64_t widest = 1;
+      for (int32_t n : kv_lens) {
+        const int64_t k = budget_k(n, config.budget);
+        int64_t cap = k;
+        if (name == "quest") cap = std::min<int64_t>(n, k + config.quest_page_size - 1);
+        if (name == "lessismore") cap = std::min<int64_t>(n, k + config.lessismore_sinks);
+        widest = std::max(widest, cap);
+      }
+      const int64_t expected = name == "dense" ? 0 : decode_row_width(widest);
+      EXPECT_EQ(policy->planned_decode_row_width(), expected) << "kv_lens[0] " << kv_lens[0];
+    }
+    if (name == "kascade") {  // the buckets, written out: decoding 1537 -> 1920 keys keeps one width
+      const std::vector<std::pair<std::vector<int32_t>, int64_t>> widths = {
+          {{1537, 30}, 192}, {{30, 5000}, 512}, {{30}, 32}, {{1920}, 192}, {{1921}, 256}};
+      for (const auto& [kv_lens, width] : widths) {
+        KC_ASSERT_OK(begin_decode(*policy, kv_lens));
+        EXPECT_EQ(policy->planned_decode_row_width(), width) << "kv_lens[0] " << kv_lens[0];
+      }
+    }
+    const Call prefill = problem.prefill_all();
+    KC_ASSERT_OK(policy->begin_forward(prefill.info()));
+    EXPECT_EQ(policy->planned_decode_row_width(), 0) << "prefill";
   }
 }
 

@@ -75,6 +75,7 @@ class TapPolicy final : public AttentionPolicy {
   const AttendedStatistics& statistics() const override { return inner_->statistics(); }
   void reset_statistics() override { inner_->reset_statistics(); }
   Result<IndexSnapshot> snapshot_indices() const override { return inner_->snapshot_indices(); }
+  int64_t planned_decode_row_width() const override { return inner_->planned_decode_row_width(); }
 
  private:
   std::unique_ptr<AttentionPolicy> inner_;
