@@ -28,8 +28,8 @@
 //                    KV group g reading row head_map[g] (identity when head_map is null).
 //   select_prefill_oracle   per query head and query, the top-k(i+1) keys of its own p over
 //                    j <= i (rows with tile_size 1, include_local false, per query head, lengths
-//                    planned by the caller). Needs the full score rows: CPU only (CUDA returns
-//                    Unsupported).
+//                    planned by the caller). The CPU backend scores each query's full row; the
+//                    CUDA backend runs each query as a decode selection over its i + 1 keys.
 //   select_quest_decode     Quest: pages of `page_size` keys, per-channel min/max of the keys of
 //                    each page (over the valid keys), page score Σ_d max(q_d·min_d, q_d·max_d) per
 //                    query head; pages in descending score (ties: lower page) are taken whole

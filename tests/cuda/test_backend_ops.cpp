@@ -1,7 +1,7 @@
 // tests/cuda/test_backend_ops.cpp — the CUDA backend's ops one by one (src/cuda/backend/):
-//   - supports(): every op but the prefill oracle for the shapes the kernels are built for; refusals
-//     naming the value (head_dim 96, GQA group size 9, dtype f32) and the prefill oracle (no GPU
-//     needed: these run in CI);
+//   - supports(): every op (the prefill oracle included) for the shapes the kernels are built for;
+//     refusals naming the value (head_dim 96, GQA group size 9, dtype f32) (no GPU needed: these run
+//     in CI);
 //     option validation; decode plans made for the call's batch bucket (decode_plan_batch, shape_of);
 //     the LessIsMore row equivalence helper on hand-made rows;
 //   - on the GPU, each against the CPU backend on the same data (host views vs device views):
@@ -32,10 +32,10 @@
 namespace kascade::testing {
 namespace {
 
-// Every op the CUDA backend runs (all but the prefill oracle).
+// Every op of the backend interface: the CUDA backend runs them all.
 const BackendOp kCudaOps[] = {BackendOp::kDense,         BackendOp::kSelectDecode,      BackendOp::kSparseDecode,
                               BackendOp::kSelectPrefill, BackendOp::kSparsePrefill,     BackendOp::kSelectQuestDecode,
-                              BackendOp::kSelectLessIsMoreDecode};
+                              BackendOp::kSelectLessIsMoreDecode, BackendOp::kSelectPrefillOracle};
 
 // ---- no GPU needed ----
 
@@ -64,14 +64,6 @@ TEST(CudaBackendSupport, RefusesShapesNamingTheValue) {
     EXPECT_TRUE(refused_naming(cuda_backend_supports(op, {32, 8, 96}), StatusCode::kUnsupported, backend_op_name(op)));
   }
   EXPECT_TRUE(refused_naming(cuda_backend_supports_dtype(DType::kF32), StatusCode::kUnsupported, "dtype is f32"));
-}
-
-TEST(CudaBackendSupport, RefusesOnlyThePrefillOracleNamingIt) {
-  const AttentionShape llama{32, 8, 128};
-  for (BackendOp op : kCudaOps) EXPECT_TRUE(cuda_backend_supports(op, llama).ok()) << backend_op_name(op);
-  const Status oracle = cuda_backend_supports(BackendOp::kSelectPrefillOracle, llama);
-  EXPECT_TRUE(refused_naming(oracle, StatusCode::kUnsupported, "select_prefill_oracle"));
-  EXPECT_TRUE(refused_naming(oracle, StatusCode::kUnsupported, "runs on the CPU backend only"));
 }
 
 TEST(CudaBackendSupport, ValidatesItsOptions) {
@@ -440,7 +432,7 @@ TEST(CudaBackendOps, RefusesBadViewsNamingTheProblem) {
                              "q.cu_q_lens is null"));
   PrefillIndexRows prows;
   EXPECT_TRUE(refused_naming(op.cuda->select_prefill_oracle(prefill, p.device_kv(), params, prows),
-                             StatusCode::kUnsupported, "select_prefill_oracle"));
+                             StatusCode::kInvalidArgument, "q.cu_q_lens is null"));
 
   QueryBatch f32 = p.device_q();
   f32.dtype = DType::kF32;

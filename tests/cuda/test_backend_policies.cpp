@@ -13,9 +13,8 @@
 //     FA3 rule, and equals the CPU backend's output within the dtype tolerance wherever the rows
 //     agree;
 //   - the second step allocates nothing on the device (plans sized once for max_seq_len).
-// Every policy is made over the CUDA backend itself (make_policy checks support per forward mode;
-// the oracle's prefill, CPU only, is refused when a prefill starts: CudaBackendPoliciesBare pins
-// that). Prefill through the policies is tested by test_backend_prefill.cpp.
+// Every policy is made over the CUDA backend itself and begins both forward modes
+// (CudaBackendPoliciesBare). Prefill through the policies is tested by test_backend_prefill.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -247,9 +246,9 @@ INSTANTIATE_TEST_SUITE_P(EveryPolicy, CudaBackendPolicies,
                            return label;
                          });
 
-// Over the bare CUDA backend every policy is made; the oracle's prefill (select_prefill_oracle,
-// CPU only) is refused when a prefill starts, naming the op and the backend, while its decode runs.
-TEST(CudaBackendPoliciesBare, EveryPolicyIsMadeAndOnlyTheOraclePrefillIsRefused) {
+// Over the bare CUDA backend every policy is made and begins a prefill and a decode call (the
+// oracle's prefill included: select_prefill_oracle composes select_decode).
+TEST(CudaBackendPoliciesBare, EveryPolicyIsMadeAndBeginsBothModes) {
   KC_SKIP_WITHOUT_GPU();
   const BackendCase& c = backend_cases()[0];
   CudaBackendOptions options;
@@ -257,23 +256,16 @@ TEST(CudaBackendPoliciesBare, EveryPolicyIsMadeAndOnlyTheOraclePrefillIsRefused)
   options.max_seq_len = 1024;
   auto cuda = make_cuda_backend(options);
   ASSERT_TRUE(cuda.ok()) << cuda.status().to_string();
+  const std::vector<int32_t> q_lens = {40, 1}, kv_lens = {40, 100}, ones = {1, 1};
   for (const char* name : {"dense", "kascade", "kascade-pooled", "kascade-noremap", "kascade-decode", "oracle",
                            "streaming", "quest", "omnikv", "lessismore"}) {
     auto policy = make_policy(config_for(c, name), *cuda);
-    EXPECT_TRUE(policy.ok()) << name << ": " << policy.status().to_string();
+    ASSERT_TRUE(policy.ok()) << name << ": " << policy.status().to_string();
+    const Status prefill = (*policy)->begin_forward({ForwardMode::kPrefill, 2, q_lens.data(), kv_lens.data()});
+    EXPECT_TRUE(prefill.ok()) << name << ": " << prefill.to_string();
+    const Status decode = (*policy)->begin_forward({ForwardMode::kDecode, 2, ones.data(), kv_lens.data()});
+    EXPECT_TRUE(decode.ok()) << name << ": " << decode.to_string();
   }
-  auto oracle = make_policy(config_for(c, "oracle"), *cuda);
-  ASSERT_TRUE(oracle.ok()) << oracle.status().to_string();
-  const std::vector<int32_t> q_lens = {40, 1}, kv_lens = {40, 100};
-  const Status prefill = (*oracle)->begin_forward({ForwardMode::kPrefill, 2, q_lens.data(), kv_lens.data()});
-  EXPECT_EQ(prefill.code(), StatusCode::kUnsupported) << prefill.to_string();
-  EXPECT_NE(prefill.message().find("policy 'oracle' needs select_prefill_oracle on the cuda backend for prefill"),
-            std::string::npos)
-      << prefill.to_string();
-  EXPECT_NE(prefill.message().find("runs on the CPU backend only"), std::string::npos) << prefill.to_string();
-  const std::vector<int32_t> ones = {1, 1};
-  const Status decode = (*oracle)->begin_forward({ForwardMode::kDecode, 2, ones.data(), kv_lens.data()});
-  EXPECT_TRUE(decode.ok()) << decode.to_string();
   // Shapes no kernel is built for are refused at creation, naming the value for both modes.
   BackendCase odd = c;
   odd.head_dim = 96;

@@ -59,10 +59,6 @@ Status cuda_backend_supports(BackendOp op, const AttentionShape& shape) {
   const char* name = backend_op_name(op);
   bool decode_kernels = false, prefill_kernels = false;
   switch (op) {
-    case BackendOp::kSelectPrefillOracle:
-      return unsupported("cuda backend, ", name,
-                         ": the prefill oracle needs the full score matrix and runs on the CPU backend only "
-                         "(--device cpu)");
     case BackendOp::kDense:  // q_len 1: the decode kernels; several queries: the prefill kernels
       decode_kernels = prefill_kernels = true;
       break;
@@ -74,6 +70,7 @@ Status cuda_backend_supports(BackendOp op, const AttentionShape& shape) {
     case BackendOp::kSparseDecode:
     case BackendOp::kSelectQuestDecode:
     case BackendOp::kSelectLessIsMoreDecode:
+    case BackendOp::kSelectPrefillOracle:  // composed from select_decode (oracle_prefill_select.h)
       decode_kernels = true;
       break;
   }

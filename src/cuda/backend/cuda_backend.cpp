@@ -15,6 +15,7 @@
 #include "cuda/backend/decode_plan_cache.h"
 #include "cuda/backend/device_memory.h"
 #include "cuda/backend/lessismore_select.h"
+#include "cuda/backend/oracle_prefill_select.h"
 #include "cuda/backend/prefill_plan_cache.h"
 #include "cuda/backend/quest_select.h"
 #include "cuda/common/cuda_status.h"
@@ -44,6 +45,7 @@ struct CudaBackend::State {
   cuda::GrowingDeviceBuffer scratch_o;  // [max_batch, H, d]: dense output of a selection-only anchor
   cuda::QuestSelector quest;
   cuda::LessIsMoreSelector lessismore;
+  cuda::OraclePrefillSelector oracle_prefill;
   std::vector<int32_t> k_host;          // [max_batch] pageable staging of k_per_seq
   int64_t allocations = 0;              // besides the plans' workspaces
   // CUDA graph passes (cuda_backend.h): the current pass, the nesting of ops that compose other
@@ -337,10 +339,16 @@ Status CudaBackend::select_prefill(const QueryBatch& q, const PagedKv& kv, const
       cuda::select_prefill(*planned->plan, q, kv, params, pooling, rows, planned->workspace, state_->stream()), kOp));
 }
 
-Status CudaBackend::select_prefill_oracle(const QueryBatch&, const PagedKv&, const AttentionParams&,
-                                          const PrefillIndexRows&) {
-  KC_RETURN_IF_ERROR(state_->eager_only("select_prefill_oracle"));
-  return cuda_backend_supports(BackendOp::kSelectPrefillOracle, AttentionShape{});
+Status CudaBackend::select_prefill_oracle(const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+                                          const PrefillIndexRows& rows) {
+  constexpr const char* kOp = "select_prefill_oracle";
+  KC_RETURN_IF_ERROR(state_->eager_only(kOp));
+  KC_RETURN_IF_ERROR(state_->activate());
+  KC_RETURN_IF_ERROR(cuda::check_prefill_call(q, kv, state_->options, kOp).status());
+  // Each query is a decode step of select_decode (oracle_prefill_select.h).
+  return finish_op(in_op(state_->oracle_prefill.run(*this, q, kv, params, rows, state_->options.max_batch,
+                                                    &state_->allocations, state_->stream()),
+                         kOp));
 }
 
 Status CudaBackend::select_quest_decode(const QueryBatch& q, const PagedKv& kv, int32_t page_size,

@@ -18,10 +18,12 @@
 //   select_quest_decode   per-page channel min/max and page scores in fp64 on the GPU, whole
 //               pages taken in score order on the GPU (quest_select.h);
 //   select_lessismore_decode   per-head scores and per-head Top-m on the GPU, the rank-by-rank
-//               merge on the host over the downloaded rankings (lessismore_select.h).
-// The prefill oracle (select_prefill_oracle) needs the full score rows and returns kUnsupported
-// (CPU only, backend.h); supports() says so, and says for every other op whether the kernels it
-// runs on are built for the shape (head dim 64 / 128, GQA group 1..8). Per-call limits that the
+//               merge on the host over the downloaded rankings (lessismore_select.h);
+//   select_prefill_oracle   every query a decode step of select_decode over its own i + 1 keys
+//               (per query head), max_batch queries a call, rows copied into their CSR place
+//               (oracle_prefill_select.h): never the full score matrix; slow, an accuracy baseline.
+// supports() says for every op whether the kernels it runs on are built for the shape (head dim
+// 64 / 128, GQA group 1..8). Per-call limits that the
 // shape does not fix are refused per call with a Status naming the value: selection rows whose
 // tile_size × group exceeds 256, page sizes the decode kernels do not take, dtype f32.
 //
@@ -84,7 +86,7 @@ Status validate_cuda_backend_options(const CudaBackendOptions& options);
 // What CudaBackend::supports() answers, without a device: OK when the kernels the op runs on are
 // built for the shape (dense: both the decode and the prefill kernels; the *_decode ops: the decode
 // kernels; select_prefill / sparse_prefill: the prefill kernels — head_dim 64/128, GQA group size
-// 1..8), kUnsupported naming the value otherwise; kUnsupported for the prefill oracle.
+// 1..8; the prefill oracle runs on the decode kernels), kUnsupported naming the value otherwise.
 Status cuda_backend_supports(BackendOp op, const AttentionShape& shape);
 // OK for f16 and bf16; kUnsupported naming the dtype otherwise (the kernels take no f32). No GPU needed.
 Status cuda_backend_supports_dtype(DType dtype);

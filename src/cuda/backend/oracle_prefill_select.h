@@ -1,0 +1,44 @@
+// src/cuda/backend/oracle_prefill_select.h — the prefill oracle for the CUDA backend, with the
+// semantics of AttentionBackend::select_prefill_oracle (kascade/backend.h) and the CPU backend:
+// per query head h and query i, the top-k_i keys of its own post-softmax scores over j <= i.
+// Composed from the decode selection: query i of a prefill call is a decode step of a sequence of
+// i + 1 keys (its own sequence's block table), so select_decode with per-query-head pooling
+// (R = H, as the decode oracle) selects exactly its rows; queries go max_batch at a time and each
+// query's H rows are copied into their CSR place. The planned row lengths come to the host
+// (stream synchronised); not graph-safe — an accuracy baseline (DESIGN.md §3), one selection per
+// query, not a tuned kernel.
+// Tested by tests/cuda/test_backend_prefill.cpp (rows against the CPU backend's, tie-aware; the
+// oracle policy's prefill against the CPU backend's).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "cuda/backend/device_memory.h"
+#include "kascade/attention.h"
+#include "kascade/backend.h"
+#include "kascade/status.h"
+
+namespace kascade::cuda {
+
+class OraclePrefillSelector {
+ public:
+  // q, kv: device views of a prefill call that passed check_prefill_call; rows: device CSR rows with
+  // tile_size 1, !include_local, kPerQueryHead, num_rows == H, offsets planned (every head of query i
+  // holds the same k_i <= i + 1 keys). `select` runs select_decode (the backend itself, eagerly);
+  // max_batch: the most sequences one of its calls may take. Fills rows.indices.
+  Status run(AttentionBackend& select, const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
+             const PrefillIndexRows& rows, int32_t max_batch, int64_t* allocations, cudaStream_t stream);
+
+ private:
+  // One chunk's device inputs, packed as int32: cu_q_lens [C + 1], kv_lens [C], block table [C, P],
+  // then its decode rows [C, H, k_max] and row lengths [C, H].
+  GrowingDeviceBuffer chunk_;
+  std::vector<int32_t> cu_q_lens_, kv_lens_, tile_base_, block_table_;  // host copies of the call's views
+  std::vector<int64_t> row_offsets_;                                    // [num_slots * H + 1]
+  std::vector<int32_t> chunk_host_, k_per_query_;
+};
+
+}  // namespace kascade::cuda
