@@ -3,6 +3,8 @@
 //     refusals naming the value (head_dim 96, GQA group size 9, dtype f32) (no GPU needed: these run
 //     in CI);
 //     option validation; decode plans made for the call's batch bucket (decode_plan_batch, shape_of);
+//     the prefill oracle's host plan of a call (plan_oracle_queries: sequence, position, slot, k of
+//     every query, and refusals of inconsistent rows);
 //     the LessIsMore row equivalence helper on hand-made rows;
 //   - on the GPU, each against the CPU backend on the same data (host views vs device views):
 //     select_decode for every pooling (per KV group, all heads sum / max, per query head, and a
@@ -23,6 +25,7 @@
 
 #include "cuda/backend/cuda_backend.h"
 #include "cuda/backend/decode_plan_cache.h"
+#include "cuda/backend/oracle_prefill_select.h"
 #include "cuda_test_support.h"
 #include "policy/cpu_backend.h"
 #include "test_backend_support.h"
@@ -64,6 +67,51 @@ TEST(CudaBackendSupport, RefusesShapesNamingTheValue) {
     EXPECT_TRUE(refused_naming(cuda_backend_supports(op, {32, 8, 96}), StatusCode::kUnsupported, backend_op_name(op)));
   }
   EXPECT_TRUE(refused_naming(cuda_backend_supports_dtype(DType::kF32), StatusCode::kUnsupported, "dtype is f32"));
+}
+
+// CSR offsets of `heads` rows per query with the given row lengths (one entry per head).
+std::vector<int64_t> oracle_offsets(const std::vector<std::vector<int32_t>>& lens_per_query) {
+  std::vector<int64_t> offsets = {0};
+  for (const auto& heads : lens_per_query)
+    for (int32_t len : heads) offsets.push_back(offsets.back() + len);
+  return offsets;
+}
+
+TEST(CudaBackendSupport, OracleQueriesArePlannedAndChecked) {
+  // Sequence 0: 3 queries at positions 2..4 of 5 keys; sequence 1: 2 queries at 0..1 of 2 keys.
+  const std::vector<int32_t> cu = {0, 3, 5}, kv = {5, 2}, tiles = {0, 3, 5};
+  const std::vector<std::vector<int32_t>> lens = {{2, 2}, {3, 3}, {3, 3}, {1, 1}, {2, 2}};
+  auto planned = cuda::plan_oracle_queries(cu, kv, tiles, oracle_offsets(lens), 2);
+  ASSERT_TRUE(planned.ok()) << planned.status().to_string();
+  const std::vector<cuda::OracleQuery>& q = *planned;
+  ASSERT_EQ(q.size(), 5u);
+  const int32_t want_seq[] = {0, 0, 0, 1, 1}, want_pos[] = {2, 3, 4, 0, 1}, want_k[] = {2, 3, 3, 1, 2};
+  for (size_t i = 0; i < q.size(); ++i) {
+    EXPECT_EQ(q[i].sequence, want_seq[i]) << i;
+    EXPECT_EQ(q[i].position, want_pos[i]) << i;
+    EXPECT_EQ(q[i].slot, static_cast<int64_t>(i)) << i;
+    EXPECT_EQ(q[i].k, want_k[i]) << i;
+  }
+  // Slots laid out from tile_base, not from the packed query index.
+  const std::vector<int32_t> cu_b = {0, 2, 3}, kv_b = {2, 9}, tiles_b = {0, 2, 3};
+  auto second = cuda::plan_oracle_queries(cu_b, kv_b, tiles_b, oracle_offsets({{1, 1}, {2, 2}, {5, 5}}), 2);
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  EXPECT_EQ((*second)[2].position, 8);
+  EXPECT_EQ((*second)[2].k, 5);
+
+  auto heads_differ = cuda::plan_oracle_queries(cu, kv, tiles, oracle_offsets({{2, 2}, {3, 2}, {3, 3}, {1, 1}, {2, 2}}), 2);
+  EXPECT_TRUE(refused_naming(heads_differ.status(), StatusCode::kInvalidArgument,
+                             "query 1 of sequence 0 has rows of 3 and 2 keys"));
+  auto too_many = cuda::plan_oracle_queries(cu, kv, tiles, oracle_offsets({{2, 2}, {3, 3}, {3, 3}, {2, 2}, {2, 2}}), 2);
+  EXPECT_TRUE(refused_naming(too_many.status(), StatusCode::kInvalidArgument, "(position 0) has rows of 2 keys"));
+  auto slots = cuda::plan_oracle_queries(cu, kv, {0, 2, 5}, oracle_offsets(lens), 2);
+  EXPECT_TRUE(refused_naming(slots.status(), StatusCode::kInvalidArgument, "has 3 queries but 2 tile slots"));
+  auto total = cuda::plan_oracle_queries(cu, kv, {0, 3, 6}, oracle_offsets(lens), 2);
+  EXPECT_TRUE(refused_naming(total.status(), StatusCode::kInvalidArgument, "rows hold 6 tile slots"));
+  std::vector<int64_t> short_offsets = oracle_offsets(lens);
+  short_offsets.pop_back();
+  auto offsets = cuda::plan_oracle_queries(cu, kv, tiles, short_offsets, 2);
+  EXPECT_TRUE(refused_naming(offsets.status(), StatusCode::kInvalidArgument, "10 row offsets for 5 slots"));
 }
 
 TEST(CudaBackendSupport, ValidatesItsOptions) {

@@ -22,6 +22,46 @@ Status download(std::vector<T>* host, const T* device, size_t count, const char*
 
 }  // namespace
 
+Result<std::vector<OracleQuery>> plan_oracle_queries(const std::vector<int32_t>& cu_q_lens,
+                                                     const std::vector<int32_t>& kv_lens,
+                                                     const std::vector<int32_t>& tile_base,
+                                                     const std::vector<int64_t>& row_offsets, int32_t num_heads) {
+  const int32_t H = num_heads;
+  const size_t B = kv_lens.size();
+  KC_CHECK_ARG(H >= 1, "select_prefill_oracle: ", H, " query heads");
+  KC_CHECK_ARG(cu_q_lens.size() == B + 1 && tile_base.size() == B + 1, "select_prefill_oracle: ", B,
+               " sequences with ", cu_q_lens.size(), " cu_q_lens and ", tile_base.size(), " tile_base entries");
+  const int64_t num_slots = tile_base[B];
+  KC_CHECK_ARG(num_slots == cu_q_lens[B], "select_prefill_oracle: rows hold ", num_slots,
+               " tile slots; with tile_size 1 the call's ", cu_q_lens[B], " queries need one each");
+  KC_CHECK_ARG(static_cast<int64_t>(row_offsets.size()) == num_slots * H + 1, "select_prefill_oracle: ",
+               row_offsets.size(), " row offsets for ", num_slots, " slots of ", H, " rows");
+  std::vector<OracleQuery> queries(static_cast<size_t>(cu_q_lens[B]));
+  for (size_t b = 0; b < B; ++b) {
+    const int32_t q_len = cu_q_lens[b + 1] - cu_q_lens[b];
+    KC_CHECK_ARG(q_len >= 0 && q_len <= kv_lens[b], "select_prefill_oracle: sequence ", b, " has ", q_len,
+                 " queries and ", kv_lens[b], " keys");
+    KC_CHECK_ARG(tile_base[b + 1] - tile_base[b] == q_len, "select_prefill_oracle: sequence ", b, " has ", q_len,
+                 " queries but ", tile_base[b + 1] - tile_base[b], " tile slots (tile_size 1: one per query)");
+    for (int32_t t = 0; t < q_len; ++t) {
+      OracleQuery& query = queries[static_cast<size_t>(cu_q_lens[b] + t)];
+      query.sequence = static_cast<int32_t>(b);
+      query.position = kv_lens[b] - q_len + t;
+      query.slot = tile_base[b] + t;
+      const int64_t* off = row_offsets.data() + query.slot * H;
+      const int64_t k = off[1] - off[0];
+      for (int32_t h = 1; h < H; ++h) {
+        KC_CHECK_ARG(off[h + 1] - off[h] == k, "select_prefill_oracle: query ", t, " of sequence ", b, " has rows of ",
+                     k, " and ", off[h + 1] - off[h], " keys; every head of a query must hold the same count");
+      }
+      KC_CHECK_ARG(k >= 0 && k <= query.position + 1, "select_prefill_oracle: query ", t, " of sequence ", b,
+                   " (position ", query.position, ") has rows of ", k, " keys; expected 0..", query.position + 1);
+      query.k = static_cast<int32_t>(k);
+    }
+  }
+  return queries;
+}
+
 Status OraclePrefillSelector::run(AttentionBackend& select, const QueryBatch& q, const PagedKv& kv,
                                   const AttentionParams& params, const PrefillIndexRows& rows, int32_t max_batch,
                                   int64_t* allocations, cudaStream_t stream) {
@@ -45,37 +85,15 @@ Status OraclePrefillSelector::run(AttentionBackend& select, const QueryBatch& q,
   KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   const int64_t num_slots = tile_base_[static_cast<size_t>(B)];
   KC_CHECK_ARG(num_slots == q.total_q, "select_prefill_oracle: rows hold ", num_slots, " tile slots; with tile_size 1 ",
-               "the call's ", q.total_q, " queries need one each");
+               "the call's ", q.total_q, " queries need one each");  // before sizing the row_offsets copy
   KC_RETURN_IF_ERROR(download(&row_offsets_, rows.row_offsets, static_cast<size_t>(num_slots) * H + 1,
                               "rows.row_offsets", stream));
   KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
 
-  // k_i of every query (global packed index), checked: every head of a query holds the same count,
-  // at most its i + 1 visible keys.
-  k_per_query_.assign(static_cast<size_t>(q.total_q), 0);
-  std::vector<int32_t> seq_of(static_cast<size_t>(q.total_q)), pos_of(static_cast<size_t>(q.total_q));
-  for (int32_t b = 0; b < B; ++b) {
-    const int32_t q_len = cu_q_lens_[b + 1] - cu_q_lens_[b];
-    KC_CHECK_ARG(tile_base_[b + 1] - tile_base_[b] == q_len, "select_prefill_oracle: sequence ", b, " has ", q_len,
-                 " queries but ", tile_base_[b + 1] - tile_base_[b], " tile slots (tile_size 1: one per query)");
-    for (int32_t t = 0; t < q_len; ++t) {
-      const int32_t g = cu_q_lens_[b] + t;
-      const int64_t slot = tile_base_[b] + t;
-      const int32_t pos = kv_lens_[b] - q_len + t;
-      const int64_t* off = row_offsets_.data() + slot * H;
-      const int64_t k = off[1] - off[0];
-      for (int32_t h = 1; h < H; ++h) {
-        KC_CHECK_ARG(off[h + 1] - off[h] == k, "select_prefill_oracle: query ", t, " of sequence ", b, " has rows of ",
-                     k, " and ", off[h + 1] - off[h], " keys; every head of a query must hold the same count");
-      }
-      KC_CHECK_ARG(k >= 0 && k <= pos + 1, "select_prefill_oracle: query ", t, " of sequence ", b, " (position ", pos,
-                   ") has rows of ", k, " keys; expected 0..", pos + 1);
-      k_per_query_[static_cast<size_t>(g)] = static_cast<int32_t>(k);
-      seq_of[static_cast<size_t>(g)] = b;
-      pos_of[static_cast<size_t>(g)] = pos;
-    }
-  }
-
+  KC_ASSIGN_OR_RETURN(const std::vector<OracleQuery> queries,
+                      plan_oracle_queries(cu_q_lens_, kv_lens_, tile_base_, row_offsets_, H));
+  k_per_query_.resize(queries.size());
+  for (size_t g = 0; g < queries.size(); ++g) k_per_query_[g] = queries[g].k;
   if (q.total_q == 0) return ok_status();
   const size_t q_row_bytes = static_cast<size_t>(H) * q.head_dim * dtype_size(q.dtype);
   ScorePooling pooling;
@@ -107,8 +125,8 @@ Status OraclePrefillSelector::run(AttentionBackend& select, const QueryBatch& q,
     for (int32_t c = 0; c <= C; ++c) chunk_host_[static_cast<size_t>(c)] = c;
     for (int32_t c = 0; c < C; ++c) {
       const size_t g = static_cast<size_t>(g0 + c);
-      chunk_host_[off_kv + c] = pos_of[g] + 1;
-      std::copy_n(block_table_.begin() + static_cast<ptrdiff_t>(seq_of[g]) * P, P,
+      chunk_host_[off_kv + c] = queries[g].position + 1;
+      std::copy_n(block_table_.begin() + static_cast<ptrdiff_t>(queries[g].sequence) * P, P,
                   chunk_host_.begin() + static_cast<ptrdiff_t>(off_table + static_cast<size_t>(c) * P));
     }
     int32_t* device = chunk_.as<int32_t>();
@@ -137,8 +155,7 @@ Status OraclePrefillSelector::run(AttentionBackend& select, const QueryBatch& q,
       const size_t g = static_cast<size_t>(g0 + c);
       const int32_t k = k_per_query_[g];
       if (k == 0) continue;
-      const int32_t b = seq_of[g];
-      const int64_t slot = tile_base_[b] + (static_cast<int64_t>(g) - cu_q_lens_[b]);
+      const int64_t slot = queries[g].slot;
       KC_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(rows.indices + row_offsets_[static_cast<size_t>(slot * H)],
                                                 k * sizeof(int32_t), step_rows.indices + static_cast<size_t>(c) * H * k_max,
                                                 static_cast<size_t>(k_max) * sizeof(int32_t), k * sizeof(int32_t), H,

@@ -8,7 +8,8 @@
 // (stream synchronised); not graph-safe — an accuracy baseline (DESIGN.md §3), one selection per
 // query, not a tuned kernel.
 // Tested by tests/cuda/test_backend_prefill.cpp (rows against the CPU backend's, tie-aware; the
-// oracle policy's prefill against the CPU backend's).
+// oracle policy's prefill against the CPU backend's) and, without a GPU, plan_oracle_queries by
+// tests/cuda/test_backend_ops.cpp (CudaBackendSupport.OracleQueriesArePlannedAndChecked).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -22,6 +23,24 @@
 #include "kascade/status.h"
 
 namespace kascade::cuda {
+
+// One query of a prefill call, in packed order: its sequence, absolute position, CSR tile slot and
+// the number of keys every one of its head rows holds.
+struct OracleQuery {
+  int32_t sequence = 0;
+  int32_t position = 0;
+  int64_t slot = 0;
+  int32_t k = 0;
+};
+
+// The queries of a prefill call from host copies of its views — cu_q_lens [B + 1], kv_lens [B],
+// tile_base [B + 1], row_offsets [tile_base[B] · H + 1] — checked: one tile slot per query, every head
+// of a query with the same row length k, 0 <= k <= position + 1. InvalidArgument naming the query
+// otherwise. Host only (tested without a GPU).
+Result<std::vector<OracleQuery>> plan_oracle_queries(const std::vector<int32_t>& cu_q_lens,
+                                                     const std::vector<int32_t>& kv_lens,
+                                                     const std::vector<int32_t>& tile_base,
+                                                     const std::vector<int64_t>& row_offsets, int32_t num_heads);
 
 class OraclePrefillSelector {
  public:
@@ -38,7 +57,7 @@ class OraclePrefillSelector {
   GrowingDeviceBuffer chunk_;
   std::vector<int32_t> cu_q_lens_, kv_lens_, tile_base_, block_table_;  // host copies of the call's views
   std::vector<int64_t> row_offsets_;                                    // [num_slots * H + 1]
-  std::vector<int32_t> chunk_host_, k_per_query_;
+  std::vector<int32_t> chunk_host_, k_per_query_;  // [C + 1 + C + C·P] staging; [total_q] k of each query
 };
 
 }  // namespace kascade::cuda
