@@ -115,23 +115,35 @@ Status OraclePrefillSelector::run(AttentionBackend& select, const QueryBatch& q,
   const int32_t widest_k = std::max(1, *std::max_element(k_per_query_.begin(), k_per_query_.end()));
   KC_RETURN_IF_ERROR(chunk_.ensure(layout(std::min(max_batch, q.total_q), widest_k).total * sizeof(int32_t),
                                    "the prefill oracle's chunk of decode calls", allocations));
+  int32_t* device = chunk_.as<int32_t>();
+  table_sequences_.clear();  // nothing of this call on the device yet
   for (int32_t g0 = 0; g0 < q.total_q; g0 += max_batch) {
     const int32_t C = std::min(max_batch, q.total_q - g0);
     int32_t k_max = 1;
     for (int32_t c = 0; c < C; ++c) k_max = std::max(k_max, k_per_query_[static_cast<size_t>(g0 + c)]);
     const auto l = layout(C, k_max);
-    const size_t off_kv = l.kv, off_table = l.table, off_indices = l.indices, off_lens = l.lens;
-    chunk_host_.assign(off_indices, 0);
-    for (int32_t c = 0; c <= C; ++c) chunk_host_[static_cast<size_t>(c)] = c;
+    chunk_sequences_.resize(static_cast<size_t>(C));
+    chunk_host_.resize(l.indices);
     for (int32_t c = 0; c < C; ++c) {
-      const size_t g = static_cast<size_t>(g0 + c);
-      chunk_host_[off_kv + c] = queries[g].position + 1;
-      std::copy_n(block_table_.begin() + static_cast<ptrdiff_t>(queries[g].sequence) * P, P,
-                  chunk_host_.begin() + static_cast<ptrdiff_t>(off_table + static_cast<size_t>(c) * P));
+      const OracleQuery& query = queries[static_cast<size_t>(g0 + c)];
+      chunk_sequences_[static_cast<size_t>(c)] = query.sequence;
+      chunk_host_[l.kv + c] = query.position + 1;
     }
-    int32_t* device = chunk_.as<int32_t>();
-    KC_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(device, chunk_host_.data(), off_indices * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+    if (chunk_sequences_ == table_sequences_) {
+      // Same sequences in the same slots as the chunk before (the usual case: one long prompt):
+      // cu_q_lens and the block table on the device are still right; only the lengths move.
+      KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device + l.kv, chunk_host_.data() + l.kv, C * sizeof(int32_t),
+                                              cudaMemcpyHostToDevice, stream));
+    } else {
+      for (int32_t c = 0; c <= C; ++c) chunk_host_[static_cast<size_t>(c)] = c;
+      for (int32_t c = 0; c < C; ++c) {
+        std::copy_n(block_table_.begin() + static_cast<ptrdiff_t>(chunk_sequences_[static_cast<size_t>(c)]) * P, P,
+                    chunk_host_.begin() + static_cast<ptrdiff_t>(l.table + static_cast<size_t>(c) * P));
+      }
+      KC_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(device, chunk_host_.data(), l.indices * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+      table_sequences_ = chunk_sequences_;
+    }
 
     QueryBatch step = q;  // C decode steps: query g0 + c against its i + 1 keys
     step.q = static_cast<const char*>(q.q) + static_cast<size_t>(g0) * q_row_bytes;
@@ -139,11 +151,11 @@ Status OraclePrefillSelector::run(AttentionBackend& select, const QueryBatch& q,
     step.total_q = C;
     step.cu_q_lens = device;
     PagedKv step_kv = kv;
-    step_kv.block_table = device + off_table;
-    step_kv.kv_lens = device + off_kv;
+    step_kv.block_table = device + l.table;
+    step_kv.kv_lens = device + l.kv;
     DecodeIndexRows step_rows;
-    step_rows.indices = device + off_indices;
-    step_rows.row_lens = device + off_lens;
+    step_rows.indices = device + l.indices;
+    step_rows.row_lens = device + l.lens;
     step_rows.batch = C;
     step_rows.num_rows = H;
     step_rows.k_max = k_max;

@@ -58,6 +58,9 @@ class OraclePrefillSelector {
   std::vector<int32_t> cu_q_lens_, kv_lens_, tile_base_, block_table_;  // host copies of the call's views
   std::vector<int64_t> row_offsets_;                                    // [num_slots * H + 1]
   std::vector<int32_t> chunk_host_, k_per_query_;  // [C + 1 + C + C·P] staging; [total_q] k of each query
+  // The sequence of each slot of the current chunk, and of the chunk whose cu_q_lens and block table
+  // the device holds (uploaded again only when they differ: one prompt's chunks share them).
+  std::vector<int32_t> chunk_sequences_, table_sequences_;
 };
 
 }  // namespace kascade::cuda

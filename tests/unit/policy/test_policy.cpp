@@ -92,15 +92,22 @@ int32_t row_read(const PolicyConfig& c, int32_t layer, LayerRole role, int32_t h
   return ::testing::AssertionSuccess();
 }
 
+// The most keys a decode row of a sequence of n keys may hold (DESIGN.md §2.4): k(n), up to
+// k + page - 1 for Quest's whole pages, k + sinks for LessIsMore (never more than n).
+int64_t decode_row_capacity(const PolicyConfig& c, int64_t n) {
+  const int64_t k = budget_k(n, c.budget);
+  if (c.name == "quest") return std::min<int64_t>(n, k + c.quest_page_size - 1);
+  if (c.name == "lessismore") return std::min<int64_t>(n, k + c.lessismore_sinks);
+  return k;
+}
+
 // Checks every row of a snapshot: sets in range with the planned lengths.
 void check_rows(const PolicyConfig& c, const Call& call, const IndexSnapshot& snap, const std::string& where) {
   if (call.mode == ForwardMode::kDecode) {
     for (int32_t b = 0; b < call.batch(); ++b) {
       const int64_t n = call.kv_lens[b];
       const int64_t k = budget_k(n, c.budget);
-      int64_t cap = k;
-      if (c.name == "quest") cap = std::min<int64_t>(n, k + c.quest_page_size - 1);
-      if (c.name == "lessismore") cap = std::min<int64_t>(n, k + c.lessismore_sinks);
+      const int64_t cap = decode_row_capacity(c, n);
       for (int32_t r = 0; r < snap.num_rows; ++r) {
         const std::vector<int32_t> row = decode_row(snap, b, r);
         EXPECT_TRUE(is_set_in(row, 0, n)) << where << " b " << b << " row " << r;
@@ -246,13 +253,7 @@ TEST(PolicyRows, PlannedDecodeRowWidthIsTheBucketOfTheWidestRow) {
     for (const std::vector<int32_t>& kv_lens : calls) {
       KC_ASSERT_OK(begin_decode(*policy, kv_lens));
       int64_t widest = 1;
-      for (int32_t n : kv_lens) {
-        const int64_t k = budget_k(n, config.budget);
-        int64_t cap = k;
-        if (name == "quest") cap = std::min<int64_t>(n, k + config.quest_page_size - 1);
-        if (name == "lessismore") cap = std::min<int64_t>(n, k + config.lessismore_sinks);
-        widest = std::max(widest, cap);
-      }
+      for (int32_t n : kv_lens) widest = std::max(widest, decode_row_capacity(config, n));
       const int64_t expected = name == "dense" ? 0 : decode_row_width(widest);
       EXPECT_EQ(policy->planned_decode_row_width(), expected) << "kv_lens[0] " << kv_lens[0];
     }
