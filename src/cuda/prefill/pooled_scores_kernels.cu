@@ -152,20 +152,11 @@ __global__ void __launch_bounds__(kThreads, 1) pooled_scores_kernel(const PoolAr
       accumulate_columns<kMax>(s, c.scale_log2, lse2[mt], col);
     }
     // reduce over the 8 row groups of the warp (lanes with equal tig), then write one row per warp
-#pragma unroll
-    for (int nt = 0; nt < kKeyTiles; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float v = reduce_row_groups<kMax>(col[nt][e]);
-        if (gid == 0) reduce[warp * kBlockKeys + nt * 8 + 2 * tig + e] = v;
-      }
-    }
+    store_warp_columns<kMax>(col, gid, tig, reduce + warp * kBlockKeys);
     __syncthreads();
     if (tid < kBlockKeys) {
       const int j = kb * kBlockKeys + tid;
-      float v = reduce[tid];
-#pragma unroll
-      for (int w = 1; w < kWarps; ++w) v = combine<kMax>(v, reduce[w * kBlockKeys + tid]);
+      const float v = combine_warp_columns<kMax, kWarps>(reduce, kBlockKeys, tid);
       if (j < n) out[j] = v;
     }
   }

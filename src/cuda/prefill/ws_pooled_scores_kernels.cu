@@ -168,23 +168,11 @@ struct PoolConsumer {
   __device__ __forceinline__ void reduce_columns(float (&col)[kKeyTiles][2], int buffer, int key0, int n,
                                                  float* out) const {
     float* part = reduce + buffer * 4 * kWsBlockKeys;
-#pragma unroll
-    for (int nt = 0; nt < kKeyTiles; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float v = reduce_row_groups<kMax>(col[nt][e]);
-        if (gid == 0) part[warp * kWsBlockKeys + nt * 8 + 2 * tig + e] = v;
-      }
-    }
+    store_warp_columns<kMax>(col, gid, tig, part + warp * kWsBlockKeys);
     // The other buffer was read before this barrier's previous phase: double buffering needs one barrier.
     ws::named_barrier_sync(kPoolReduceBarrier0 + wg, 128);
     const int j = key0 + tid_wg;
-    if (j < n) {
-      float v = part[tid_wg];
-#pragma unroll
-      for (int w = 1; w < 4; ++w) v = combine<kMax>(v, part[w * kWsBlockKeys + tid_wg]);
-      out[j] = v;
-    }
+    if (j < n) out[j] = combine_warp_columns<kMax, 4>(part, kWsBlockKeys, tid_wg);
   }
 
   template <bool kMax>
