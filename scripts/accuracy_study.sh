@@ -10,8 +10,8 @@
 #   anchors  kascade at 10 % with ANCHOR_COUNTS anchors  -> OUT/anchors.{md,png} (+ one eval folder each)
 #   topk     kascade with each of FRACTIONS               -> OUT/topk.{md,png}
 # Environment (defaults in brackets): MODEL [models/kascade-tiny], DEVICE [cuda], TASKS [all],
-# LENGTHS [4k,8k,16k,32k], SAMPLES [4], POLICIES [all ten; nine on cuda, where the oracle's prefill
-# is one selection per query: slow], SWEEP_LENGTHS [LENGTHS], ANCHOR_COUNTS
+# LENGTHS [4k,8k,16k,32k], SAMPLES [4], POLICIES [all ten; the oracle's prefill is one selection per
+# query, ~5 s per 32K sample on an H200], SWEEP_LENGTHS [LENGTHS], ANCHOR_COUNTS
 # [2 3 4 5 6 7 8], FRACTIONS [0.025 0.05 0.1 0.2], EXTRA (more `kascade eval` flags). The sweeps draw
 # dense from the main step as the reference line when the main step ran at those lengths. Each step
 # writes OUT/<step>.log; a summary table at the end; exit status non-zero when a step failed.
@@ -27,12 +27,6 @@ tasks=${TASKS:-all}
 lengths=${LENGTHS:-4k,8k,16k,32k}
 samples=${SAMPLES:-4}
 all_policies=dense,oracle,kascade,kascade-pooled,kascade-noremap,kascade-decode,streaming,quest,omnikv,lessismore
-if [[ $device == cuda ]]; then
-  # The CUDA backend's prefill oracle runs one decode selection per query and layer (an accuracy
-  # baseline, not a kernel): too slow for the whole study at 32K. Left out by default on cuda; name it
-  # in POLICIES to include it.
-  all_policies=${all_policies/oracle,/}
-fi
 policies=${POLICIES:-$all_policies}
 sweep_lengths=${SWEEP_LENGTHS:-$lengths}
 anchor_counts=${ANCHOR_COUNTS:-2 3 4 5 6 7 8}

@@ -24,14 +24,18 @@ namespace kascade::testing::tiny {
 inline std::filesystem::path model_dir() { return std::filesystem::path(KASCADE_SOURCE_DIR) / "models" / "kascade-tiny"; }
 
 // The prompts: eval-split task-suite samples (seed 0) filled to these lengths, encoded with BOS as
-// the runtime's evaluation does (src/eval/runner.cpp tokenizer_codec).
+// the runtime's evaluation does (src/eval/runner.cpp tokenizer_codec). Chosen among the first
+// samples as ones the shipped weights answer with clear margins on every greedy token
+// (TinyModelCpu.DenseGreedyMarginsAreClear checks it and fails when new weights lose that; the c8
+// weights are unsure of the first digit of the answer on samples 0-1 of both tasks, relative top-2
+// margin 0.02-0.18 against the 0.199 the GPU greedy comparison needs).
 struct PromptSpec {
   const char* task;
   int64_t target_length;
   int64_t index;
 };
 inline const std::vector<PromptSpec>& prompt_specs() {
-  static const std::vector<PromptSpec> specs = {{"niah_single_1", 1536, 0}, {"niah_single_2", 1024, 1}};
+  static const std::vector<PromptSpec> specs = {{"niah_single_1", 1536, 2}, {"niah_single_2", 1024, 2}};
   return specs;
 }
 
