@@ -3,9 +3,11 @@
 // order at increasing depths; chain 0 is asked about ("Find all variables that are assigned the
 // value 12345"), the others are distractors with other values. Values have 5 digits (RULER).
 // Train statement styles with a {kw} placeholder draw it per sample from vt_train_keywords().
-// Eval and dev: 4 hops (RULER's setting). Train: 1–4 hops, uniform per sample — the short chains
-// teach the backward lookup (find the source, copy the name assigned from it) that the long ones
-// repeat, a curriculum inside every stage (docs/model.md).
+// Eval and dev: 4 hops (RULER's setting). Train: 4 hops for half the samples, 1–3 uniform for the
+// rest — the short chains teach the backward lookup (find the source, copy the name assigned from
+// it) that the long ones repeat, a curriculum inside every stage; the full length is the common case
+// because chunks trained on 1–4 uniform (a quarter at 4 hops) stopped after 1–3 of the 5 names in
+// the dev wording (docs/model.md, c8).
 // Tested by tests/unit/eval/test_tasks.cpp (re-parses the prompt and follows the chains).
 #include <algorithm>
 #include <unordered_set>
@@ -18,6 +20,11 @@ namespace kascade::eval {
 namespace {
 constexpr int kNumChains = 2;
 constexpr int kNumHops = 4;
+
+// Train split: kNumHops with probability 1/2, else 1 .. kNumHops - 1 uniform.
+int draw_train_hops(DetRng& rng) {
+  return rng.below(2) == 0 ? kNumHops : 1 + static_cast<int>(rng.below(kNumHops - 1));
+}
 }  // namespace
 
 Result<TaskOutput> generate_vt(const TaskContext& ctx) {
@@ -29,7 +36,7 @@ Result<TaskOutput> generate_vt(const TaskContext& ctx) {
   const WordStream& stream = WordStream::get(ctx.split, HaystackKind::kNoise);
   const int64_t start = stream.random_sentence_start(rng);
   // Drawn for the train split only, so the eval and dev samples stay what they were.
-  const int num_hops = ctx.split == Split::kTrain ? 1 + static_cast<int>(rng.below(kNumHops)) : kNumHops;
+  const int num_hops = ctx.split == Split::kTrain ? draw_train_hops(rng) : kNumHops;
   std::string_view keyword;  // the {kw} of the train statement styles that have one
   if (ctx.split == Split::kTrain) keyword = vt_train_keywords()[rng.below(vt_train_keywords().size())];
 

@@ -390,6 +390,7 @@ TEST(EvalTasks, AnswersAreDerivableFromThePrompt) {
 
 TEST(EvalTasks, VtHopsAreRulersFourOnEvalAndDevAndOneToFourOnTrain) {
   std::set<int64_t> train_hops;
+  int64_t train_four_hops = 0;
   for (int64_t index = 0; index < 40; ++index) {
     for (const Split split : {Split::kEval, Split::kDev}) {
       const Sample s = make("vt", split, 1024, index, count_whitespace_tokens);
@@ -403,6 +404,12 @@ TEST(EvalTasks, VtHopsAreRulersFourOnEvalAndDevAndOneToFourOnTrain) {
     train_hops.insert(t.params.at("num_hops"));
   }
   EXPECT_EQ(train_hops, (std::set<int64_t>{1, 2, 3, 4})) << "40 train samples draw every hop count";
+  // The full chain (eval's 4 hops) is half of the train samples: 200 draws, expected 100, sd ~7.
+  for (int64_t index = 0; index < 200; ++index) {
+    train_four_hops += make("vt", Split::kTrain, 1024, index, count_whitespace_tokens).params.at("num_hops") == 4;
+  }
+  EXPECT_GE(train_four_hops, 75);
+  EXPECT_LE(train_four_hops, 125);
   // The {kw} statement styles of the train split draw their keyword per sample ("DIM ABCDE = ...").
   std::set<std::string_view> keywords_seen;
   for (int64_t index = 0; index < 200; ++index) {
