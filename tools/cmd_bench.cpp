@@ -23,6 +23,7 @@
 // by tests/unit/tools/test_bench_e2e_plan.cpp; the GPU run itself is measured by the lead on the
 // H200 (docs/perf.md).
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -152,7 +153,8 @@ Status run_e2e(const E2eArgs& a) {
   // The model: the built-in config in a temporary directory unless --model names one.
   std::string model_path = a.model;
   if (model_path.empty()) {
-    const fs::path dir = fs::temp_directory_path() / "kascade_bench_e2e_llama31_8b";
+    // One directory per process: two benches may run at once.
+    const fs::path dir = fs::temp_directory_path() / ("kascade_bench_e2e_llama31_8b_" + std::to_string(::getpid()));
     fs::create_directories(dir);
     std::ofstream(dir / "config.json") << llama31_8b_config_json();
     model_path = dir.string();

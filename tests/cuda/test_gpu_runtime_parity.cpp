@@ -106,7 +106,7 @@ const ModelCase kModels[] = {
 };
 
 std::string write_config(const ModelCase& m) {
-  const fs::path dir = fs::temp_directory_path() / (std::string("kascade_gpu_runtime_") + m.name);
+  const fs::path dir = test_temp_path(m.name);
   fs::create_directories(dir);
   std::ofstream(dir / "config.json") << m.config;
   return dir.string();

@@ -5,7 +5,18 @@
 #include <sstream>
 #include <unordered_set>
 
+#include <unistd.h>
+
 namespace kascade::testing {
+
+std::filesystem::path test_temp_path(const std::string& name) {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string stem = "kascade_";
+  stem += info ? std::string(info->test_suite_name()) + "_" + info->name() : "no-test";
+  stem += "_" + std::to_string(::getpid()) + "_" + name;
+  std::replace(stem.begin(), stem.end(), '/', '_');  // parameterised suites and names: "Shapes/Suite", "Case/0"
+  return std::filesystem::temp_directory_path() / stem;
+}
 
 uint64_t seed_from_test_name(uint64_t salt) {
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <random>
 #include <span>
@@ -31,6 +32,11 @@
   } while (0)
 
 namespace kascade::testing {
+
+// A path in the system's temp directory unique to the running test and process:
+// <tmp>/kascade_<Suite>_<Name>_<pid>_<name>. Tests that ctest runs in parallel (and two checkouts
+// testing at once) never share a file. Nothing is created.
+std::filesystem::path test_temp_path(const std::string& name);
 
 // FNV-1a of "Suite.Name" of the running test, mixed with `salt` (case index).
 uint64_t seed_from_test_name(uint64_t salt = 0);

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -11,6 +10,8 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "testing/harness.h"
 
 namespace kascade::testing {
 
@@ -36,9 +37,7 @@ inline void write_file_text(const std::filesystem::path& path, const std::string
 class ScratchDir {
  public:
   ScratchDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            ("kascade_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" + std::to_string(::getpid()));
+    path_ = test_temp_path("scratch");
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }

@@ -324,7 +324,7 @@ TEST(CalibrationCollector, AnchorsRederivedFromTheSavedFileEqualTheFullRun) {
   auto file =
       calib::build_calibration_file(model, calib::DevSetInfo{"two prompts", 4}, collection, run->stats, counts, 0);
   ASSERT_TRUE(file.ok()) << file.status().to_string();
-  const std::string path = (std::filesystem::temp_directory_path() / "kascade_collector_from_stats.json").string();
+  const std::string path = testing::test_temp_path("from_stats.json").string();
   ASSERT_TRUE(calib::write_calibration_file(*file, path).ok());
   auto saved = calib::read_calibration_file(path);
   ASSERT_TRUE(saved.ok()) << saved.status().to_string();

@@ -9,6 +9,7 @@
 
 #include "kascade/calibration.h"
 #include "runtime/policy_setup.h"
+#include "testing/harness.h"
 
 namespace kascade::runtime {
 namespace {
@@ -27,12 +28,7 @@ ModelConfig small_model() {
   return c;
 }
 
-std::string temp_path(const std::string& name) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  return (std::filesystem::temp_directory_path() /
-          (std::string("kascade_") + info->test_suite_name() + "_" + info->name() + "_" + name))
-      .string();
-}
+std::string temp_path(const std::string& name) { return testing::test_temp_path(name).string(); }
 
 TEST(PolicySetup, DenseWithBudgetOptions) {
   AttentionOptions o;

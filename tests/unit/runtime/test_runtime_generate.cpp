@@ -18,6 +18,7 @@
 
 #include "kascade/runtime.h"
 #include "policy/cpu_backend.h"
+#include "testing/harness.h"
 #include "unit/model/test_forward_hf_fixture.h"
 
 namespace kascade {
@@ -166,7 +167,7 @@ TEST(RuntimeGenerate, SeededSamplingReproduces) {
 }
 
 TEST(RuntimeGenerate, DummyWeightsRunAnyConfigDeterministically) {
-  const auto dir = std::filesystem::temp_directory_path() / "kascade_runtime_dummy_config";
+  const auto dir = testing::test_temp_path("dummy_config");
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(qwen3_dir() + "/config.json", dir / "config.json",
                              std::filesystem::copy_options::overwrite_existing);

@@ -10,6 +10,7 @@
 
 #include "bench_e2e_plan.h"
 #include "kascade/model_config.h"
+#include "testing/harness.h"
 
 namespace kascade::tools {
 namespace {
@@ -53,7 +54,7 @@ TEST(BenchE2ePlan, DefaultMatrixIsTheIssuesCells) {
 }
 
 ModelConfig llama8b() {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "kascade_test_bench_e2e_llama8b";
+  const std::filesystem::path dir = testing::test_temp_path("llama8b");
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "config.json") << llama31_8b_config_json();
   auto config = load_model_config(dir);
