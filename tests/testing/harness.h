@@ -5,7 +5,8 @@
 //     same-precision implementation's error against an fp64 reference, plus a dtype atol;
 //   - topk_sets_equivalent(): tie-aware comparison of Top-k index sets;
 //   - GuardedBuffer: outputs with canary regions on both sides, pre-filled with NaN;
-//   - KC_ASSERT_OK(status expression): fails the test with the expression and the status' message.
+//   - KC_ASSERT_OK(status expression): fails the test with the expression and the status' message;
+//   - test_temp_path(): temp-directory paths unique to the running test and process.
 // The helpers are themselves tested by tests/unit/test_harness.cpp (they must catch the
 // mistakes they exist to catch).
 #pragma once

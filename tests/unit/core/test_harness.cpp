@@ -1,7 +1,10 @@
 // test_harness.cpp — the test helpers of tests/testing/harness.h catch what they exist to catch.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <string>
 #include <limits>
 
 #include "testing/harness.h"
@@ -60,6 +63,20 @@ TEST(Harness, GuardedBufferDetectsOverrun) {
   ibuf.data()[-1] = 7;
   EXPECT_FALSE(ibuf.intact());
 }
+
+TEST(Harness, TempPathsAreUniquePerTestProcessAndName) {
+  const std::string a = test_temp_path("x").filename().string();
+  EXPECT_NE(a, test_temp_path("y").filename().string());
+  EXPECT_NE(a.find("Harness_TempPathsAreUniquePerTestProcessAndName"), std::string::npos) << a;
+  EXPECT_NE(a.find("_" + std::to_string(::getpid()) + "_"), std::string::npos) << a;
+  EXPECT_EQ(test_temp_path("x").parent_path(), std::filesystem::temp_directory_path());
+}
+
+class HarnessParam : public ::testing::TestWithParam<int> {};
+TEST_P(HarnessParam, TempPathOfAParameterisedTestHasNoSubdirectory) {
+  EXPECT_EQ(test_temp_path("p").parent_path(), std::filesystem::temp_directory_path());
+}
+INSTANTIATE_TEST_SUITE_P(Case, HarnessParam, ::testing::Values(1));
 
 }  // namespace
 }  // namespace kascade::testing
