@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "eval/results.h"
+#include "testing/harness.h"
 
 namespace kascade::eval {
 namespace {
@@ -105,7 +106,7 @@ TEST(EvalResults, PlotScriptWritesAPng) {
   if (std::system("python3 -c 'import matplotlib' >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "python3 with matplotlib is not available";
   }
-  const auto dir = std::filesystem::temp_directory_path() / ("kascade_plot_" + std::to_string(::getpid()));
+  const auto dir = testing::test_temp_path("plot");
   std::filesystem::create_directories(dir);
   const std::string png = (dir / "plot.png").string();
   const std::string cmd = "python3 " + std::string(KASCADE_SOURCE_DIR) + "/scripts/plot_eval.py " + kData +
@@ -136,7 +137,7 @@ TEST(EvalResults, SweepScriptTabulatesPointsAgainstReference) {
   if (std::system("python3 -c 'import matplotlib' >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "python3 with matplotlib is not available";
   }
-  const auto dir = std::filesystem::temp_directory_path() / ("kascade_sweep_" + std::to_string(::getpid()));
+  const auto dir = testing::test_temp_path("sweep");
   std::filesystem::create_directories(dir);
   // Point "2": a kascade-only run with other scores than results_small.json's kascade (point "1").
   ResultsTable second;

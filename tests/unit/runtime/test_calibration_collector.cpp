@@ -16,7 +16,6 @@
 //     (skipped without python3 + matplotlib).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -390,7 +389,7 @@ TEST(CalibrationCollector, PlotScriptDrawsSimilarityAndImportance) {
   auto file = calib::build_calibration_file(model, calib::DevSetInfo{"two prompts", 2}, calib::CollectionSettings{},
                                             run->stats, counts, 0);
   ASSERT_TRUE(file.ok()) << file.status().to_string();
-  const auto dir = std::filesystem::temp_directory_path() / ("kascade_calib_plot_" + std::to_string(::getpid()));
+  const auto dir = testing::test_temp_path("calib_plot");
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "calib.json").string();
   ASSERT_TRUE(calib::write_calibration_file(*file, path).ok());
