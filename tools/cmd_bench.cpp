@@ -31,6 +31,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -129,6 +130,26 @@ Result<AttentionOptions> attention_for(const std::string& policy, const E2eArgs&
   return o;
 }
 
+// The built-in Llama-3.1-8B config.json in a directory of this process (two benches may run at once),
+// removed when the bench ends.
+class BuiltInConfigDir {
+ public:
+  BuiltInConfigDir() : dir_(fs::temp_directory_path() / ("kascade_bench_e2e_llama31_8b_" + std::to_string(::getpid()))) {
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "config.json") << llama31_8b_config_json();
+  }
+  ~BuiltInConfigDir() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  BuiltInConfigDir(const BuiltInConfigDir&) = delete;
+  BuiltInConfigDir& operator=(const BuiltInConfigDir&) = delete;
+  std::string path() const { return dir_.string(); }
+
+ private:
+  fs::path dir_;
+};
+
 // Random prompts of `length` ids in [0, vocab), one stream per sequence.
 std::vector<std::vector<int32_t>> random_prompts(int32_t batch, int64_t length, int64_t vocab, uint64_t seed) {
   std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(batch));
@@ -151,14 +172,9 @@ Status run_e2e(const E2eArgs& a) {
   KC_ASSIGN_OR_RETURN(const MemoryInfo before, memory_info(a.cuda_device));
 
   // The model: the built-in config in a temporary directory unless --model names one.
+  std::optional<BuiltInConfigDir> built_in;
   std::string model_path = a.model;
-  if (model_path.empty()) {
-    // One directory per process: two benches may run at once.
-    const fs::path dir = fs::temp_directory_path() / ("kascade_bench_e2e_llama31_8b_" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    std::ofstream(dir / "config.json") << llama31_8b_config_json();
-    model_path = dir.string();
-  }
+  if (model_path.empty()) model_path = built_in.emplace().path();
   KC_ASSIGN_OR_RETURN(const ModelConfig config, load_model_config(model_path));
   KC_ASSIGN_OR_RETURN(const DType dtype, parse_dtype(a.dtype));
   int64_t longest = 0;
