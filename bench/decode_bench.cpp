@@ -275,10 +275,14 @@ void run_config(const Shape& shape, DType dtype, int32_t batch, int32_t len, con
   // anchor's pooled scores, and dense / reuse with 2x and 4x the planned splits.
   Device rows2(rows_elems * 4), lens2(static_cast<size_t>(batch) * g * 4), flags(16);
   BENCH_CHECK(cudaMemset(flags.p, 0, 16));
+  auto topk_scratch_bytes = cuda::radix_topk_scratch_bytes(batch, g, len);
+  BENCH_OK(topk_scratch_bytes.status());
+  Device topk_scratch(*topk_scratch_bytes);
+  BENCH_CHECK(cudaMemset(topk_scratch.p, 0, *topk_scratch_bytes));
   DecodeIndexRows r2{rows2.as<int32_t>(), lens2.as<int32_t>(), batch, g, k_max, IndexGranularity::kPerKvGroup};
   cudaGraphExec_t topk_exec = timer.capture([&](cudaStream_t st) {
     return cuda::radix_topk_decode(cuda::anchor_pooled_scores(*a_plan, a_ws.p), a_plan->logits_stride, kv.kv_lens,
-                                   batch, len, a_opts.budget, nullptr, r2, flags.as<uint32_t>(), st);
+                                   batch, len, a_opts.budget, nullptr, r2, topk_scratch.p, flags.as<uint32_t>(), st);
   });
   std::vector<std::pair<std::string, cudaGraphExec_t>> variants;
   std::vector<std::unique_ptr<Device>> variant_ws;

@@ -10,7 +10,7 @@ the median of --reps runs is reported with TFLOP/s of the causal FLOPs 4·H·d·
 the bf16 GEMM rate (8192³ torch.matmul) of the same run as the tensor-core ceiling. Writes JSON.
 
   python3 bench/prefill/cudnn_prefill.py [--lens 8192,32768,65536,131072] [--dtypes f16,bf16]
-                                         [--reps 10] [--json cudnn.json] [--layouts/--variants: ignored]
+                                         [--reps 10] [--json cudnn.json] [--layouts/--page/--variants: ignored]
 
 Each dtype's output is checked once against the math backend (fp32) at L = 1000.
 """
@@ -95,6 +95,7 @@ def main():
     parser.add_argument("--json", default="")
     parser.add_argument("--layouts", default="", help="accepted for symmetry with the C++ bench; K/V contiguous")
     parser.add_argument("--variants", default="", help="accepted for symmetry with the C++ bench; ignored")
+    parser.add_argument("--page", default="", help="accepted for symmetry with the C++ bench; K/V contiguous")
     args = parser.parse_args()
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     records = []

@@ -1,8 +1,9 @@
 // tests/cuda/test_radix_topk.cpp — the GPU radix Top-k (src/cuda/kascade/radix_topk.h) must equal
 // ref::topk_select_ref exactly (same set, ascending order, ties to the lower index) on random
 // scores, heavily tied scores (a few distinct values, ±0), ±inf, lengths that are not multiples of
-// 4, k from 1 to n through explicit k_per_seq and through the budget k(n); rows are −1 padded
-// (outputs poisoned with 0x7F7F7F7F first) and row_lens hold k.
+// 4, k from 1 to n through explicit k_per_seq and through the budget k(n), rows cut into one chunk
+// CTA and into many; rows are −1 padded (outputs poisoned with 0x7F7F7F7F first) and row_lens hold
+// k; a second run on the same scratch gives the same rows (the scratch is left ready).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -57,7 +58,8 @@ struct TopkCase {
   Budget budget;
 };
 
-void expect_topk_exact(const TopkCase& c, std::mt19937_64& rng) {
+// Returns the Top-k plan's chunks per row for the case (for the tests that need one or many).
+void expect_topk_exact(const TopkCase& c, std::mt19937_64& rng, int32_t* max_chunks = nullptr) {
   const int32_t batch = static_cast<int32_t>(c.kv_lens.size());
   int32_t max_len = 1;
   for (int32_t n : c.kv_lens) max_len = std::max(max_len, n);
@@ -80,9 +82,24 @@ void expect_topk_exact(const TopkCase& c, std::mt19937_64& rng) {
   DeviceBuffer flags(sizeof(uint32_t), 0);
   DecodeIndexRows out{indices.as<int32_t>(), row_lens.as<int32_t>(), batch, c.num_rows, k_max,
                       IndexGranularity::kPerKvGroup};
-  KC_ASSERT_OK(radix_topk_decode(scores_d.as<float>(), stride, lens_d.as<int32_t>(), batch, max_len, c.budget,
-                                 c.k.empty() ? nullptr : k_d.as<int32_t>(), out, flags.as<uint32_t>(), nullptr));
+  const Result<size_t> scratch_bytes = radix_topk_scratch_bytes(batch, c.num_rows, max_len);
+  ASSERT_TRUE(scratch_bytes.ok()) << scratch_bytes.status().to_string();
+  DeviceBuffer scratch(*scratch_bytes, 0);
+  if (max_chunks != nullptr) {
+    const Result<detail::TopkPlan> plan = detail::plan_topk(static_cast<int64_t>(batch) * c.num_rows, max_len);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    *max_chunks = plan->max_chunks;
+  }
+  auto run = [&] {
+    return radix_topk_decode(scores_d.as<float>(), stride, lens_d.as<int32_t>(), batch, max_len, c.budget,
+                             c.k.empty() ? nullptr : k_d.as<int32_t>(), out, scratch.as<void>(),
+                             flags.as<uint32_t>(), nullptr);
+  };
+  KC_ASSERT_OK(run());
+  const auto first = indices.download_as<int32_t>();
+  KC_ASSERT_OK(run());  // the same scratch again: histograms and tickets were left zeroed
   const auto got = indices.download_as<int32_t>();
+  EXPECT_EQ(got, first) << "a second run on the same scratch differs";
   const auto got_lens = row_lens.download_as<int32_t>();
   EXPECT_EQ(flags.download_as<uint32_t>()[0], 0u);
   EXPECT_TRUE(indices.guards_intact());
@@ -143,18 +160,46 @@ TEST(RadixTopk, BudgetKOfEachLength) {
   expect_topk_exact(c, rng);
 }
 
+TEST(RadixTopk, FewLongRowsSpreadOverManyChunks) {
+  KC_SKIP_WITHOUT_GPU();
+  for (Pattern pattern : {Pattern::kFewValues, Pattern::kSoftmaxLike}) {
+    SCOPED_TRACE("pattern " + std::to_string(static_cast<int>(pattern)));
+    auto rng = testing::rng_for_test(static_cast<uint64_t>(pattern));
+    TopkCase c;
+    c.kv_lens = {100003, 8193, 50000};  // ties cross chunk boundaries; a length one past a chunk
+    c.k = {50001, 8192, 3};
+    c.pattern = pattern;
+    int32_t max_chunks = 0;
+    expect_topk_exact(c, rng, &max_chunks);
+    EXPECT_GT(max_chunks, 1) << "the case must cut rows into several chunk CTAs";
+  }
+}
+
+TEST(RadixTopk, ManyRowsOneChunkEach) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  TopkCase c;
+  c.kv_lens = {20001, 17};
+  c.k = {2001, 5};
+  c.num_rows = 400;  // 800 rows: more than two per multiprocessor on any current GPU
+  c.pattern = Pattern::kFewValues;
+  int32_t max_chunks = 0;
+  expect_topk_exact(c, rng, &max_chunks);
+  EXPECT_EQ(max_chunks, 1) << "the case must give each row one CTA";
+}
+
 TEST(RadixTopk, RefusesRowsNarrowerThanTheBudget) {
   KC_SKIP_WITHOUT_GPU();
   DeviceBuffer scores(1024 * sizeof(float)), lens(sizeof(int32_t)), indices(16 * sizeof(int32_t)),
-      row_lens(sizeof(int32_t)), flags(sizeof(uint32_t), 0);
+      row_lens(sizeof(int32_t)), flags(sizeof(uint32_t), 0), scratch(1 << 16, 0);
   DecodeIndexRows out{indices.as<int32_t>(), row_lens.as<int32_t>(), 1, 1, 16, IndexGranularity::kPerKvGroup};
   Budget budget;  // k(1024) = 128 > 16
   Status st = radix_topk_decode(scores.as<float>(), 1024, lens.as<int32_t>(), 1, 1024, budget, nullptr, out,
-                                flags.as<uint32_t>(), nullptr);
+                                scratch.as<void>(), flags.as<uint32_t>(), nullptr);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("out.k_max is 16"), std::string::npos) << st.message();
   st = radix_topk_decode(scores.as<float>(), 1022, lens.as<int32_t>(), 1, 1022, budget, nullptr, out,
-                         flags.as<uint32_t>(), nullptr);
+                         scratch.as<void>(), flags.as<uint32_t>(), nullptr);
   EXPECT_NE(st.message().find("scores_stride is 1022"), std::string::npos) << st.message();
 }
 

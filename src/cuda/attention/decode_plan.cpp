@@ -114,7 +114,7 @@ Result<int32_t> choose_num_splits(int64_t pairs, int32_t ctas_per_sm, int32_t ma
 }
 
 WorkspaceLayout layout_workspace(const DecodeShape& s, int32_t max_splits, int64_t logits_stride,
-                                 int32_t pooled_rows) {
+                                 int32_t pooled_rows, size_t topk_scratch_bytes) {
   WorkspaceLayout w;
   size_t at = 0;
   w.error_flags = at;
@@ -122,8 +122,8 @@ WorkspaceLayout layout_workspace(const DecodeShape& s, int32_t max_splits, int64
   w.counters = at;
   at += align_up(static_cast<size_t>(s.batch) * s.num_heads * sizeof(int32_t));
   if (logits_stride > 0) {
-    w.topk_histograms = at;
-    at += align_up(static_cast<size_t>(s.batch) * pooled_rows * 2048 * sizeof(int32_t));
+    w.topk_scratch = at;
+    at += align_up(topk_scratch_bytes);
   }
   w.header_bytes = at;
   w.partial_lse = at;

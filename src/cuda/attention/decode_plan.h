@@ -46,7 +46,7 @@ struct PassPlan {
 struct WorkspaceLayout {
   size_t error_flags = 0;  // uint32, DeviceError bits (cuda/common/device_errors.h)
   size_t counters = 0;     // int32 [B, H]
-  size_t topk_histograms = 0;  // int32 [B, R, 2048] (anchor: first radix digit, pooling → Top-k)
+  size_t topk_scratch = 0;  // anchor: the Top-k's scratch (detail::TopkScratch, radix_topk.h), zeroed with the header
   size_t header_bytes = 0;
   size_t partial_lse = 0;  // f32 [B, S, H]
   size_t partial_o = 0;    // f32 [B, S, H, d]
@@ -76,9 +76,10 @@ Status validate_decode_run(const DecodeShape& shape, const QueryBatch& q, const 
 Result<int32_t> choose_num_splits(int64_t pairs, int32_t ctas_per_sm, int32_t max_len);
 
 // Lays out the workspace: header, partials for max_splits, optional anchor buffers (logits_stride
-// > 0: exact LSE, logits, pooled scores and the Top-k histograms of pooled_rows rows).
+// > 0: exact LSE, logits, pooled scores of pooled_rows rows and topk_scratch_bytes of Top-k scratch
+// in the header).
 WorkspaceLayout layout_workspace(const DecodeShape& shape, int32_t max_splits, int64_t logits_stride,
-                                 int32_t pooled_rows);
+                                 int32_t pooled_rows, size_t topk_scratch_bytes = 0);
 
 // Kernel arguments shared by every mode: views, scale, the pass's split and the workspace
 // pointers (partials, counters, error word). Mode-specific fields stay at their defaults.

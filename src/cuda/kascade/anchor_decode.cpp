@@ -40,7 +40,10 @@ Result<AnchorDecodePlan> plan_anchor_decode(const DecodeShape& shape, const Anch
     KC_ASSIGN_OR_RETURN(plan.sparse, detail::plan_sparse_pass(shape, plan.granularity, plan.k_max));
     max_splits = std::max(max_splits, plan.sparse.num_splits);
   }
-  plan.workspace = detail::layout_workspace(shape, max_splits, plan.logits_stride, options.pooling.num_rows);
+  KC_ASSIGN_OR_RETURN(plan.topk, detail::plan_topk(static_cast<int64_t>(shape.batch) * options.pooling.num_rows,
+                                                   shape.max_seq_len));
+  plan.workspace = detail::layout_workspace(shape, max_splits, plan.logits_stride, options.pooling.num_rows,
+                                            plan.topk.scratch_bytes);
   return plan;
 }
 
@@ -68,7 +71,7 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
   float* ws_lse = reinterpret_cast<float*>(ws + plan.workspace.exact_lse);
   float* pooled = reinterpret_cast<float*>(ws + plan.workspace.pooled);
   auto* error_flags = reinterpret_cast<uint32_t*>(ws + plan.workspace.error_flags);
-  auto* histograms = reinterpret_cast<int32_t*>(ws + plan.workspace.topk_histograms);
+  const detail::TopkScratch topk_scratch = detail::topk_scratch_at(plan.topk, ws + plan.workspace.topk_scratch);
 
   // 1. scoring pass: logits + exact LSE (+ dense output)
   detail::DecodeKernelParams p =
@@ -92,7 +95,7 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
   pool.lse = ws_lse;
   pool.kv_lens = kv.kv_lens;
   pool.pooled = pooled;
-  pool.first_histograms = histograms;
+  pool.first_histograms = topk_scratch.histograms;
   pool.stride = plan.logits_stride;
   pool.max_seq_len = plan.shape.max_seq_len;
   pool.num_heads = plan.shape.num_heads;
@@ -112,11 +115,14 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
   topk.k_min = plan.options.budget.k_min;
   topk.k_round = plan.options.budget.k_round;
   topk.k_per_seq = extras.k_per_seq;
-  topk.first_histograms = histograms;
+  topk.scratch = topk_scratch;
+  topk.first_digit_counted = 1;
+  topk.chunk = plan.topk.chunk;
+  topk.max_chunks = plan.topk.max_chunks;
   topk.max_seq_len = plan.shape.max_seq_len;
   topk.num_rows = plan.options.pooling.num_rows;
   topk.k_max = rows.k_max;
-  KC_RETURN_IF_ERROR(cuda_status(detail::launch_radix_topk(topk, q.batch, stream), "launch of radix_topk_kernel"));
+  KC_RETURN_IF_ERROR(cuda_status(detail::launch_radix_topk(topk, q.batch, stream), "launch of the radix Top-k kernels"));
 
   // 4. sparse output over the anchor's own rows
   if (plan.options.dense_output) return ok_status();

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "cuda/attention/decode_plan.h"
+#include "cuda/kascade/radix_topk.h"
 #include "kascade/attention.h"
 #include "kascade/backend.h"
 #include "kascade/budget.h"
@@ -43,6 +44,7 @@ struct AnchorDecodePlan {
   IndexGranularity granularity = IndexGranularity::kPerKvGroup;  // of the output rows
   PassPlan scoring;                  // the full-length pass
   PassPlan sparse;                   // the sparse output pass (when !dense_output)
+  detail::TopkPlan topk;             // the Top-k's chunking of the pooled rows
   WorkspaceLayout workspace;
 };
 

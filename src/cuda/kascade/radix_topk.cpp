@@ -2,17 +2,77 @@
 // Tested by tests/cuda/test_radix_topk.cpp.
 #include "cuda/kascade/radix_topk.h"
 
+#include <algorithm>
+
 #include "cuda/common/cuda_status.h"
-#include "cuda/kascade/selection_kernels.h"
 
 namespace kascade::cuda {
 
+namespace detail {
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+struct ScratchOffsets {
+  size_t histograms = 0, tickets = 0, state = 0, chunk_counts = 0, total = 0;
+};
+
+ScratchOffsets scratch_offsets(int64_t rows_total, int32_t max_chunks) {
+  ScratchOffsets o;
+  const auto rows = static_cast<size_t>(rows_total);
+  o.tickets = o.histograms + align_up(rows * kTopkBins * sizeof(int32_t));
+  o.state = o.tickets + align_up(rows * sizeof(int32_t));
+  o.chunk_counts = o.state + align_up(rows * kTopkStateWords * sizeof(uint32_t));
+  o.total = o.chunk_counts + align_up(rows * static_cast<size_t>(max_chunks) * 2 * sizeof(int32_t));
+  return o;
+}
+
+}  // namespace
+
+Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len) {
+  KC_CHECK_ARG(rows_total >= 1, "Top-k rows: ", rows_total, "; expected >= 1");
+  KC_CHECK_ARG(max_seq_len >= 1, "Top-k max_seq_len is ", max_seq_len, "; expected >= 1");
+  int device = 0, sms = 0;
+  KC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t quanta = (static_cast<int64_t>(max_seq_len) + kTopkChunkQuantum - 1) / kTopkChunkQuantum;
+  const int64_t wanted = (2 * static_cast<int64_t>(std::max(sms, 1)) + rows_total - 1) / rows_total;
+  const int64_t per_row = std::clamp<int64_t>(wanted, 1, quanta);
+  TopkPlan plan;
+  plan.rows_total = rows_total;
+  plan.chunk = static_cast<int32_t>((quanta + per_row - 1) / per_row * kTopkChunkQuantum);
+  plan.max_chunks = static_cast<int32_t>((max_seq_len + static_cast<int64_t>(plan.chunk) - 1) / plan.chunk);
+  plan.scratch_bytes = scratch_offsets(rows_total, plan.max_chunks).total;
+  return plan;
+}
+
+TopkScratch topk_scratch_at(const TopkPlan& plan, void* scratch) {
+  const ScratchOffsets o = scratch_offsets(plan.rows_total, plan.max_chunks);
+  auto* base = static_cast<uint8_t*>(scratch);
+  TopkScratch s;
+  s.histograms = reinterpret_cast<int32_t*>(base + o.histograms);
+  s.tickets = reinterpret_cast<int32_t*>(base + o.tickets);
+  s.state = reinterpret_cast<uint32_t*>(base + o.state);
+  s.chunk_counts = reinterpret_cast<int32_t*>(base + o.chunk_counts);
+  return s;
+}
+
+}  // namespace detail
+
+Result<size_t> radix_topk_scratch_bytes(int32_t batch, int32_t num_rows, int32_t max_seq_len) {
+  KC_CHECK_ARG(batch >= 1 && num_rows >= 1, "batch ", batch, " and num_rows ", num_rows, "; expected >= 1 each");
+  KC_ASSIGN_OR_RETURN(const detail::TopkPlan plan,
+                      detail::plan_topk(static_cast<int64_t>(batch) * num_rows, max_seq_len));
+  return plan.scratch_bytes;
+}
+
 Status radix_topk_decode(const float* scores, int64_t scores_stride, const int32_t* kv_lens, int32_t batch,
                          int32_t max_seq_len, const Budget& budget, const int32_t* k_per_seq,
-                         const DecodeIndexRows& out, uint32_t* error_flags, cudaStream_t stream) {
+                         const DecodeIndexRows& out, void* scratch, uint32_t* error_flags, cudaStream_t stream) {
   KC_RETURN_IF_ERROR(validate_budget(budget));
-  KC_CHECK_ARG(scores != nullptr && kv_lens != nullptr && error_flags != nullptr,
-               "scores, kv_lens or error_flags is null");
+  KC_CHECK_ARG(scores != nullptr && kv_lens != nullptr && error_flags != nullptr && scratch != nullptr,
+               "scores, kv_lens, scratch or error_flags is null");
   KC_CHECK_ARG(batch >= 1 && batch <= 65535, "batch is ", batch, "; expected 1..65535");
   KC_CHECK_ARG(max_seq_len >= 1, "max_seq_len is ", max_seq_len, "; expected >= 1");
   KC_CHECK_ARG(scores_stride >= max_seq_len && scores_stride % 4 == 0, "scores_stride is ", scores_stride,
@@ -23,7 +83,12 @@ Status radix_topk_decode(const float* scores, int64_t scores_stride, const int32
   const int64_t k_needed = k_per_seq ? 1 : budget_k(max_seq_len, budget);
   KC_CHECK_ARG(out.k_max >= k_needed && out.k_max >= 1, "out.k_max is ", out.k_max, "; k(max_seq_len = ",
                max_seq_len, ") is ", k_needed);
+  KC_ASSIGN_OR_RETURN(const detail::TopkPlan plan,
+                      detail::plan_topk(static_cast<int64_t>(batch) * out.num_rows, max_seq_len));
   detail::TopkParams p;
+  p.scratch = detail::topk_scratch_at(plan, scratch);
+  p.chunk = plan.chunk;
+  p.max_chunks = plan.max_chunks;
   p.scores = scores;
   p.kv_lens = kv_lens;
   p.indices = out.indices;
@@ -37,7 +102,7 @@ Status radix_topk_decode(const float* scores, int64_t scores_stride, const int32
   p.max_seq_len = max_seq_len;
   p.num_rows = out.num_rows;
   p.k_max = out.k_max;
-  return cuda_status(detail::launch_radix_topk(p, batch, stream), "launch of radix_topk_kernel");
+  return cuda_status(detail::launch_radix_topk(p, batch, stream), "launch of the radix Top-k kernels");
 }
 
 }  // namespace kascade::cuda

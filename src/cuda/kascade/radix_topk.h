@@ -2,7 +2,8 @@
 // sequence b and score row r, the k = k(kv_len[b]) largest of scores[b][r][0..kv_len[b]), ties to
 // the lower index (exactly ref::topk_select_ref, NaN excepted: NaN ranks above +inf here), written
 // as a −1-padded int32 row in ascending index order with its length. A radix select (three
-// histogram passes, then a compaction pass), no sort, no host round trip; graph-capturable.
+// histogram passes, then a compaction pass) over chunks of each row, one CTA per chunk so that a
+// few long rows still fill the GPU; no sort, no host round trip; graph-capturable.
 // Tested by tests/cuda/test_radix_topk.cpp.
 #pragma once
 
@@ -13,16 +14,40 @@
 #include "kascade/attention.h"
 #include "kascade/budget.h"
 #include "kascade/status.h"
+#include "cuda/kascade/selection_kernels.h"
 
 namespace kascade::cuda {
+
+namespace detail {
+
+// How the Top-k of rows_total rows of up to max_seq_len scores is cut into chunk CTAs (enough
+// CTAs for two per multiprocessor of the current device, chunks of at least 8192 scores), and
+// the scratch bytes it needs.
+struct TopkPlan {
+  int64_t rows_total = 0;  // batch · rows
+  int32_t chunk = 0;
+  int32_t max_chunks = 0;
+  size_t scratch_bytes = 0;
+};
+Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len);
+
+// The scratch views inside `scratch` (plan.scratch_bytes, 256-byte aligned).
+TopkScratch topk_scratch_at(const TopkPlan& plan, void* scratch);
+
+}  // namespace detail
+
+// Scratch bytes radix_topk_decode needs for batch × num_rows rows of up to max_seq_len scores.
+Result<size_t> radix_topk_scratch_bytes(int32_t batch, int32_t num_rows, int32_t max_seq_len);
 
 // scores: device [batch, out.num_rows, scores_stride] fp32, scores_stride >= max_seq_len and a
 // multiple of 4; kv_lens: device [batch]; out: device rows with out.k_max >= k(max_seq_len);
 // k_per_seq: device [batch] selection sizes, or null for k(kv_len) from `budget`;
+// scratch: device, radix_topk_scratch_bytes(batch, out.num_rows, max_seq_len) bytes, zeroed before
+// its first use (every call leaves it ready for the next);
 // error_flags: device uint32 that gets kErrorKvLen when a kv_len lies outside [0, max_seq_len]
 // and kErrorRowLen when a k lies outside [0, min(kv_len, out.k_max)].
 Status radix_topk_decode(const float* scores, int64_t scores_stride, const int32_t* kv_lens, int32_t batch,
                          int32_t max_seq_len, const Budget& budget, const int32_t* k_per_seq,
-                         const DecodeIndexRows& out, uint32_t* error_flags, cudaStream_t stream);
+                         const DecodeIndexRows& out, void* scratch, uint32_t* error_flags, cudaStream_t stream);
 
 }  // namespace kascade::cuda

@@ -1,21 +1,27 @@
 // src/cuda/kascade/radix_topk_kernels.cu — exact Top-k of k(n) out of n scores per (sequence,
-// row) on the GPU, with no sort and no host round trip (KERNELS.md "Top-k"). One CTA of 1024
-// threads per row:
-//   1. three histogram passes over the order-preserving uint32 image of the scores (digits of
-//      11, 11 and 10 bits, most significant first; each pass counts only the elements that match
-//      the digits chosen so far; counts of a thread's frequent bin stay in a register
-//      (BinCache) because skewed rows crowd into one bin), each followed by a block scan that picks the digit holding the k-th
-//      largest — after the third pass the k-th largest key T is known exactly, with `take_eq` =
-//      how many of the elements equal to T belong to the Top-k. The first pass's histogram may come
-//      from the pooling kernel (anchor decode), which saves one read of the row;
-//   2. one compaction pass in index order: an element is selected when its key is > T, or == T
-//      and it is among the first take_eq such elements; its output slot is the number of
-//      selected elements before it (a block scan of per-thread counts), so the row comes out in
-//      ascending index order and ties go to the lower index — exactly ref::topk_select_ref.
-// The histogram passes keep four 16-byte loads per thread in flight; the compaction prefetches
-// its next chunk before the block scan of the current one.
+// row) on the GPU, with no sort and no host round trip (KERNELS.md "Top-k"). Each row is cut into
+// chunks of p.chunk scores, one CTA per chunk, so a few long rows (decode at small batch) still
+// spread over the whole GPU; the chunking comes from the plan (radix_topk.cpp), the number of active
+// chunks from the length read on the device. Five launches:
+//   1-3. one per radix digit of the order-preserving uint32 image of the scores (11, 11 and 10 bits,
+//        most significant first): each chunk CTA counts the elements of its chunk that match the
+//        digits chosen so far into a shared histogram (a thread's frequent bin counted in a register,
+//        BinCache: skewed rows crowd into one bin) and adds it to the row's global histogram; the
+//        last CTA of the row to finish (an atomic ticket) scans the histogram, picks the digit that
+//        holds the k-th largest key, stores (prefix, mask, k_rem) in the row state and zeroes the
+//        histogram and the ticket for the next run. The first digit's histogram may come from the
+//        pooling kernel (anchor decode): then launch 1 is one CTA per row that only selects. After
+//        launch 3 the k-th largest key T is known exactly and `take_eq` = k_rem = how many of the
+//        elements equal to T belong to the Top-k;
+//   4.   (more than one chunk per row only) each chunk counts its elements > T and == T;
+//   5.   each chunk compacts its selected elements in index order: an element is selected when its
+//        key is > T, or == T and it is among the first take_eq such elements of the row; its output
+//        slot is the number of selected elements before it (the counts of the earlier chunks, then
+//        a block scan of per-thread counts), so the row comes out in ascending index order with ties
+//        to the lower index — exactly ref::topk_select_ref.
 // Rows are −1-padded to k_max and row_lens gets k. Tested by tests/cuda/test_radix_topk.cpp
-// (exact equality with ref::topk_select_ref, ties included) and test_anchor_decode.cpp.
+// (exact equality with ref::topk_select_ref, ties included, one and many chunks per row) and
+// test_anchor_decode.cpp.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -27,15 +33,17 @@
 namespace kascade::cuda::detail {
 namespace {
 
-constexpr int kTopkThreads = 1024;
-constexpr int kTopkWarps = kTopkThreads / 32;
-constexpr int kVecPerThread = 4;                        // float4 loads per thread per iteration
-constexpr int kCompactVecs = 2;                         // float4 per thread per compaction chunk
-constexpr int kCompactItems = 4 * kCompactVecs;         // consecutive elements per thread per chunk
-constexpr int kCompactChunk = kTopkThreads * kCompactItems;
+constexpr int kThreads = kTopkThreads;
+constexpr int kWarps = kThreads / 32;
+constexpr int kVecPerThread = kTopkChunkQuantum / (4 * kThreads);  // float4 loads in flight per thread
+constexpr int kBinsPerThread = kTopkBins / kThreads;
+constexpr int kCompactVecs = 2;                  // float4 per thread per compaction step
+constexpr int kCompactItems = 4 * kCompactVecs;  // consecutive elements per thread per step
+constexpr int kCompactStep = kThreads * kCompactItems;
+static_assert(kWarps <= 32 && kBinsPerThread >= 1 && kVecPerThread >= 1, "Top-k block shape");
 
 // Exclusive prefix sum of `value` over the block (in thread order); `total` gets the block sum.
-// scratch: [kTopkWarps + 1] shared ints. Contains barriers: call from every thread.
+// scratch: [kWarps + 1] shared ints. Contains barriers: call from every thread.
 __device__ __forceinline__ int block_exclusive_scan(int value, int* scratch, int& total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   int inclusive = value;
@@ -47,27 +55,163 @@ __device__ __forceinline__ int block_exclusive_scan(int value, int* scratch, int
   if (lane == 31) scratch[warp] = inclusive;
   __syncthreads();
   if (warp == 0) {
-    const int w = scratch[lane];  // kTopkWarps == 32
+    const int w = lane < kWarps ? scratch[lane] : 0;
     int w_inclusive = w;
 #pragma unroll
     for (int offset = 1; offset < 32; offset <<= 1) {
       const int y = __shfl_up_sync(0xffffffffu, w_inclusive, offset);
       if (lane >= offset) w_inclusive += y;
     }
-    scratch[lane] = w_inclusive - w;
-    if (lane == 31) scratch[kTopkWarps] = w_inclusive;
+    if (lane < kWarps) scratch[lane] = w_inclusive - w;
+    if (lane == kWarps - 1) scratch[kWarps] = w_inclusive;
   }
   __syncthreads();
   const int result = scratch[warp] + inclusive - value;
-  total = scratch[kTopkWarps];
+  total = scratch[kWarps];
   __syncthreads();
   return result;
 }
 
-// Loads the kCompactItems elements of thread `tid` in the chunk at `base` (keys; 0 past n).
-__device__ __forceinline__ void load_chunk(const float* scores, int n, int base, uint32_t (&keys)[kCompactItems]) {
+// The row of (blockIdx.y, blockIdx.z): its length n and selection size k, clamped as the error
+// bits say (reported by the caller that passes report = true, once per row).
+struct TopkRow {
+  int64_t index = 0;  // b·R + r
+  int n = 0;
+  int k = 0;
+  const float* scores = nullptr;
+};
+
+__device__ __forceinline__ TopkRow topk_row(const TopkParams& p, bool report) {
+  TopkRow row;
+  const int r = blockIdx.y, b = blockIdx.z;
+  row.index = static_cast<int64_t>(b) * p.num_rows + r;
+  row.scores = p.scores + row.index * p.stride;
+  int n = p.kv_lens[b];
+  if (n < 0 || n > p.max_seq_len) {
+    if (report) atomicOr(p.error_flags, static_cast<uint32_t>(kErrorKvLen));
+    n = n < 0 ? 0 : p.max_seq_len;
+  }
+  int k = p.k_per_seq ? p.k_per_seq[b] : static_cast<int>(budget_k_device(n, p.rho_ppm, p.k_min, p.k_round));
+  if (k < 0 || k > n) {
+    if (report) atomicOr(p.error_flags, static_cast<uint32_t>(kErrorRowLen));
+    k = k < 0 ? 0 : n;
+  }
+  if (k > p.k_max) {
+    if (report) atomicOr(p.error_flags, static_cast<uint32_t>(kErrorRowLen));
+    k = p.k_max;
+  }
+  row.n = n;
+  row.k = k;
+  return row;
+}
+
+__device__ __forceinline__ int digit_shift(int pass) { return pass == 0 ? kTopkFirstShift : (pass == 1 ? 10 : 0); }
+__device__ __forceinline__ int digit_bins(int pass) { return pass == 2 ? 1024 : kTopkBins; }
+
+// Launches 1-3: the histogram of digit `pass` over one chunk, and the digit's selection by the
+// row's last chunk CTA (or by the only CTA when the pooling kernel counted the first digit).
+__global__ void __launch_bounds__(kThreads) topk_digit_kernel(const TopkParams p, int pass) {
+  __shared__ int hist[kTopkBins];
+  __shared__ int scratch[kWarps + 1];
+  __shared__ int is_last, selected_digit, selected_above;
+  const int tid = threadIdx.x;
+  const TopkRow row = topk_row(p, false);
+  int* global_hist = p.scratch.histograms + row.index * kTopkBins;
+  uint32_t* state = p.scratch.state + row.index * kTopkStateWords;
+  const bool counted = pass == 0 && p.first_digit_counted;
+  if (row.k == 0 || row.k >= row.n) {  // nothing to select; a histogram the pooling filled is cleared
+    if (counted)
+      for (int i = tid; i < kTopkBins; i += kThreads) global_hist[i] = 0;
+    return;
+  }
+  const int shift = digit_shift(pass), bins = digit_bins(pass);
+  const uint32_t prefix = pass == 0 ? 0u : state[0];
+  const uint32_t prefix_mask = pass == 0 ? 0u : state[1];
+  const int k_rem = pass == 0 ? row.k : static_cast<int>(state[2]);
+
+  if (!counted) {
+    const int begin = blockIdx.x * p.chunk;
+    if (begin >= row.n) return;  // past this row's length: not one of its active chunks
+    const int end = min(row.n, begin + p.chunk);
+    const int active = ceil_div_device(row.n, p.chunk);
+    for (int i = tid; i < bins; i += kThreads) hist[i] = 0;
+    __syncthreads();
+    auto bin_of = [&](float x) -> int {
+      const uint32_t key = float_order_key(x);
+      return (key & prefix_mask) == prefix ? static_cast<int>((key >> shift) & (bins - 1)) : -1;
+    };
+    BinCache cache;
+    const float4* scores4 = reinterpret_cast<const float4*>(row.scores);
+    const int v_begin = begin / 4, v_end = end / 4;  // begin is a multiple of 4 (chunk is)
+    for (int base = v_begin; base < v_end; base += kThreads * kVecPerThread) {  // block-uniform trip count
+      float4 x[kVecPerThread];
+#pragma unroll
+      for (int u = 0; u < kVecPerThread; ++u) {
+        const int v = base + u * kThreads + tid;
+        x[u] = v < v_end ? __ldcg(scores4 + v) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int u = 0; u < kVecPerThread; ++u) {
+        const bool ok = base + u * kThreads + tid < v_end;
+        cache.add(hist, ok ? bin_of(x[u].x) : -1);
+        cache.add(hist, ok ? bin_of(x[u].y) : -1);
+        cache.add(hist, ok ? bin_of(x[u].z) : -1);
+        cache.add(hist, ok ? bin_of(x[u].w) : -1);
+      }
+    }
+    if (tid < 32) {  // the end % 4 tail, one warp
+      const int i = v_end * 4 + tid;
+      cache.add(hist, i < end ? bin_of(__ldcg(row.scores + i)) : -1);
+    }
+    cache.flush(hist);
+    __syncthreads();
+    for (int i = tid; i < bins; i += kThreads)
+      if (hist[i] != 0) atomicAdd(global_hist + i, hist[i]);
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) is_last = atomicAdd(p.scratch.tickets + row.index, 1) == active - 1;
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    if (tid == 0) p.scratch.tickets[row.index] = 0;  // ready for the next digit
+  }
+
+  // ---- select the digit: bins in descending order, thread t owns kBinsPerThread consecutive ones
+  for (int i = tid; i < bins; i += kThreads) {
+    hist[i] = __ldcg(global_hist + i);
+    global_hist[i] = 0;  // ready for the next digit / run
+  }
+  __syncthreads();
+  const int hi = bins - 1 - kBinsPerThread * tid;
+  int counts[kBinsPerThread];
+  int mine = 0;
+#pragma unroll
+  for (int j = 0; j < kBinsPerThread; ++j) {
+    counts[j] = hi - j >= 0 ? hist[hi - j] : 0;
+    mine += counts[j];
+  }
+  int total = 0;
+  int running = block_exclusive_scan(mine, scratch, total);
+#pragma unroll
+  for (int j = 0; j < kBinsPerThread; ++j) {
+    if (hi - j >= 0 && running < k_rem && running + counts[j] >= k_rem) {
+      selected_digit = hi - j;
+      selected_above = running;
+    }
+    running += counts[j];
+  }
+  __syncthreads();
+  if (tid == 0) {
+    state[0] = prefix | (static_cast<uint32_t>(selected_digit) << shift);
+    state[1] = prefix_mask | (static_cast<uint32_t>(bins - 1) << shift);
+    state[2] = static_cast<uint32_t>(k_rem - selected_above);
+  }
+}
+
+// Loads the kCompactItems keys of this thread at `base` (0 at or past `end`).
+__device__ __forceinline__ void load_keys(const float* scores, int end, int base, uint32_t (&keys)[kCompactItems]) {
   const int i0 = base + threadIdx.x * kCompactItems;
-  if (i0 + kCompactItems <= n) {
+  if (i0 + kCompactItems <= end) {
 #pragma unroll
     for (int u = 0; u < kCompactVecs; ++u) {
       const float4 v = __ldcg(reinterpret_cast<const float4*>(scores + i0) + u);
@@ -78,138 +222,105 @@ __device__ __forceinline__ void load_chunk(const float* scores, int n, int base,
     }
   } else {
 #pragma unroll
-    for (int e = 0; e < kCompactItems; ++e) keys[e] = i0 + e < n ? float_order_key(__ldcg(scores + i0 + e)) : 0u;
+    for (int e = 0; e < kCompactItems; ++e) keys[e] = i0 + e < end ? float_order_key(__ldcg(scores + i0 + e)) : 0u;
   }
 }
 
-__global__ void __launch_bounds__(kTopkThreads) radix_topk_kernel(const TopkParams p) {
-  __shared__ int hist[kTopkBins];
-  __shared__ int scratch[kTopkWarps + 1];
-  __shared__ int selected_digit, selected_above;
-  static_assert(kTopkWarps == 32, "block_exclusive_scan assumes 32 warps");
+// Launch 4 (several chunks per row): the chunk's counts of keys > T and == T.
+__global__ void __launch_bounds__(kThreads) topk_count_kernel(const TopkParams p) {
+  __shared__ int scratch[kWarps + 1];
+  const TopkRow row = topk_row(p, false);
+  if (row.k == 0 || row.k >= row.n) return;
+  const int begin = blockIdx.x * p.chunk;
+  if (begin >= row.n) return;
+  const int end = min(row.n, begin + p.chunk);
+  const uint32_t threshold = p.scratch.state[row.index * kTopkStateWords];
+  int gt = 0, eq = 0;
+  for (int base = begin; base < end; base += kCompactStep) {
+    uint32_t keys[kCompactItems];
+    load_keys(row.scores, end, base, keys);
+    const int i0 = base + threadIdx.x * kCompactItems;
+#pragma unroll
+    for (int e = 0; e < kCompactItems; ++e) {
+      if (i0 + e < end) {
+        gt += keys[e] > threshold;
+        eq += keys[e] == threshold;
+      }
+    }
+  }
+  int total_gt = 0, total_eq = 0;
+  (void)block_exclusive_scan(gt, scratch, total_gt);
+  (void)block_exclusive_scan(eq, scratch, total_eq);
+  if (threadIdx.x == 0) {
+    int32_t* out = p.scratch.chunk_counts + (row.index * p.max_chunks + blockIdx.x) * 2;
+    out[0] = total_gt;
+    out[1] = total_eq;
+  }
+}
 
-  const int r = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
-  int n = p.kv_lens[b];
-  if (n < 0 || n > p.max_seq_len) {
-    if (tid == 0) atomicOr(p.error_flags, static_cast<uint32_t>(kErrorKvLen));
-    n = n < 0 ? 0 : p.max_seq_len;
+// Launch 5: row length, padding, and the chunk's selected indices in index order.
+__global__ void __launch_bounds__(kThreads) topk_write_kernel(const TopkParams p) {
+  __shared__ int scratch[kWarps + 1];
+  __shared__ int before[2];
+  const int tid = threadIdx.x;
+  const TopkRow row = topk_row(p, blockIdx.x == 0 && tid == 0);
+  int32_t* out = p.indices + row.index * p.k_max;
+  const int k = row.k;
+  if (blockIdx.x == 0) {
+    if (tid == 0) p.row_lens[row.index] = k;
+    for (int i = k + tid; i < p.k_max; i += kThreads) out[i] = -1;
   }
-  const int64_t row = static_cast<int64_t>(b) * p.num_rows + r;
-  const float* scores = p.scores + row * p.stride;
-  int32_t* out = p.indices + row * p.k_max;
-  int32_t* first_hist = p.first_histograms ? p.first_histograms + row * kTopkBins : nullptr;
-  int k = p.k_per_seq ? p.k_per_seq[b] : static_cast<int>(budget_k_device(n, p.rho_ppm, p.k_min, p.k_round));
-  if (k < 0 || k > n) {
-    if (tid == 0) atomicOr(p.error_flags, static_cast<uint32_t>(kErrorRowLen));
-    k = k < 0 ? 0 : n;
-  }
-  if (k > p.k_max) {
-    if (tid == 0) atomicOr(p.error_flags, static_cast<uint32_t>(kErrorRowLen));
-    k = p.k_max;
-  }
-  if (tid == 0) p.row_lens[row] = k;
-  for (int i = k + tid; i < p.k_max; i += kTopkThreads) out[i] = -1;
-  if (k == 0 || k >= n) {  // no key, or every key (k == n), is selected; the given histogram is only cleared
-    for (int i = tid; i < k; i += kTopkThreads) out[i] = i;
-    if (first_hist)
-      for (int i = tid; i < kTopkBins; i += kTopkThreads) first_hist[i] = 0;
+  const int begin = blockIdx.x * p.chunk;
+  if (k == 0 || begin >= row.n) return;
+  const int end = min(row.n, begin + p.chunk);
+  if (k >= row.n) {  // every key is selected (k == n)
+    for (int i = begin + tid; i < end; i += kThreads) out[i] = i;
     return;
   }
-
-  // ---- radix select of the k-th largest key
-  const int n4 = n / 4;
-  const float4* scores4 = reinterpret_cast<const float4*>(scores);
-  uint32_t prefix = 0, prefix_mask = 0;
-  int k_rem = k;
-#pragma unroll 1
-  for (int pass = 0; pass < 3; ++pass) {
-    const int shift = pass == 0 ? kTopkFirstShift : (pass == 1 ? 10 : 0);
-    const int bins = pass == 2 ? 1024 : kTopkBins;
-    if (pass == 0 && first_hist) {
-      for (int i = tid; i < kTopkBins; i += kTopkThreads) {
-        hist[i] = first_hist[i];
-        first_hist[i] = 0;  // ready for the next run
-      }
-    } else {
-      for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[i] = 0;
-      __syncthreads();
-      auto bin_of = [&](float x) -> int {
-        const uint32_t key = float_order_key(x);
-        return (key & prefix_mask) == prefix ? static_cast<int>((key >> shift) & (bins - 1)) : -1;
-      };
-      BinCache cache;
-      auto count = [&](int bin) { cache.add(hist, bin); };
-      for (int base = 0; base < n4; base += kTopkThreads * kVecPerThread) {  // block-uniform trip count
-        float4 x[kVecPerThread];
-#pragma unroll
-        for (int u = 0; u < kVecPerThread; ++u) {
-          const int v = base + u * kTopkThreads + tid;
-          x[u] = v < n4 ? __ldcg(scores4 + v) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-#pragma unroll
-        for (int u = 0; u < kVecPerThread; ++u) {
-          const bool ok = base + u * kTopkThreads + tid < n4;
-          count(ok ? bin_of(x[u].x) : -1);
-          count(ok ? bin_of(x[u].y) : -1);
-          count(ok ? bin_of(x[u].z) : -1);
-          count(ok ? bin_of(x[u].w) : -1);
-        }
-      }
-      if (tid < 32) {  // the n % 4 tail, one warp
-        const int i = n4 * 4 + tid;
-        count(i < n ? bin_of(__ldcg(scores + i)) : -1);
-      }
-      cache.flush(hist);
+  const uint32_t* state = p.scratch.state + row.index * kTopkStateWords;
+  const uint32_t threshold = state[0];
+  const int take_eq = static_cast<int>(state[2]);  // elements equal to the threshold that are selected
+  const int take_gt = k - take_eq;                 // elements above it (all selected)
+  if (tid < 32) {  // selected elements of the earlier chunks
+    int gt = 0, eq = 0;
+    const int32_t* counts = p.scratch.chunk_counts + row.index * p.max_chunks * 2;
+    for (int c = tid; c < static_cast<int>(blockIdx.x); c += 32) {
+      gt += __ldcg(counts + 2 * c);
+      eq += __ldcg(counts + 2 * c + 1);
     }
-    __syncthreads();
-    // Bins in descending order; thread t owns bins hi = bins-1-2t and hi-1.
-    const int hi = bins - 1 - 2 * tid;
-    const int c_hi = hi >= 1 ? hist[hi] : 0;
-    const int c_lo = hi >= 1 ? hist[hi - 1] : 0;
-    int total = 0;
-    const int above = block_exclusive_scan(c_hi + c_lo, scratch, total);
-    if (hi >= 1) {
-      if (above < k_rem && above + c_hi >= k_rem) {
-        selected_digit = hi;
-        selected_above = above;
-      } else if (above + c_hi < k_rem && above + c_hi + c_lo >= k_rem) {
-        selected_digit = hi - 1;
-        selected_above = above + c_hi;
-      }
+    gt = __reduce_add_sync(0xffffffffu, gt);
+    eq = __reduce_add_sync(0xffffffffu, eq);
+    if (tid == 0) {
+      before[0] = gt;
+      before[1] = eq;
     }
-    __syncthreads();
-    prefix |= static_cast<uint32_t>(selected_digit) << shift;
-    prefix_mask |= static_cast<uint32_t>(bins - 1) << shift;
-    k_rem -= selected_above;
-    __syncthreads();
   }
-  const uint32_t threshold = prefix;
-  const int take_eq = k_rem;        // elements equal to the threshold that are selected
-  const int take_gt = k - take_eq;  // elements above it (all selected)
+  __syncthreads();
+  int run_gt = before[0], run_eq = before[1];
+  if (run_gt >= take_gt && run_eq >= take_eq) return;  // the earlier chunks hold the whole Top-k
 
-  // ---- compaction in index order, the next chunk's loads in flight during this chunk's scan
-  int run_gt = 0, run_eq = 0;
+  // Compaction, the next step's loads in flight during this step's scan.
   uint32_t keys[kCompactItems], next[kCompactItems];
-  load_chunk(scores, n, 0, next);
-  for (int base = 0; base < n; base += kCompactChunk) {
+  load_keys(row.scores, end, begin, next);
+  for (int base = begin; base < end; base += kCompactStep) {
 #pragma unroll
     for (int e = 0; e < kCompactItems; ++e) keys[e] = next[e];
-    if (base + kCompactChunk < n) load_chunk(scores, n, base + kCompactChunk, next);
+    if (base + kCompactStep < end) load_keys(row.scores, end, base + kCompactStep, next);
     const int i0 = base + tid * kCompactItems;
     int count_gt = 0, count_eq = 0;
 #pragma unroll
     for (int e = 0; e < kCompactItems; ++e) {
-      if (i0 + e < n) {
+      if (i0 + e < end) {
         count_gt += keys[e] > threshold;
         count_eq += keys[e] == threshold;
       }
     }
     int total = 0;
-    const int before = block_exclusive_scan((count_gt << 16) | count_eq, scratch, total);
-    int gt_before = run_gt + (before >> 16), eq_before = run_eq + (before & 0xffff);
+    const int packed_before = block_exclusive_scan((count_gt << 16) | count_eq, scratch, total);
+    int gt_before = run_gt + (packed_before >> 16), eq_before = run_eq + (packed_before & 0xffff);
 #pragma unroll
     for (int e = 0; e < kCompactItems; ++e) {
-      if (i0 + e < n) {
+      if (i0 + e < end) {
         if (keys[e] > threshold) {
           out[gt_before + min(eq_before, take_eq)] = i0 + e;
           ++gt_before;
@@ -228,9 +339,20 @@ __global__ void __launch_bounds__(kTopkThreads) radix_topk_kernel(const TopkPara
 }  // namespace
 
 cudaError_t launch_radix_topk(const TopkParams& params, int batch, cudaStream_t stream) {
-  if (batch < 1 || params.num_rows < 1 || params.stride % 4 != 0 || params.k_max < 1) return cudaErrorInvalidValue;
-  const dim3 grid(params.num_rows, batch);
-  radix_topk_kernel<<<grid, kTopkThreads, 0, stream>>>(params);
+  if (batch < 1 || params.num_rows < 1 || params.stride % 4 != 0 || params.k_max < 1 || params.max_chunks < 1 ||
+      params.chunk < 1 || params.chunk % kTopkChunkQuantum != 0 ||
+      static_cast<int64_t>(params.chunk) * params.max_chunks < params.max_seq_len ||
+      params.scratch.histograms == nullptr || params.scratch.tickets == nullptr || params.scratch.state == nullptr ||
+      (params.max_chunks > 1 && params.scratch.chunk_counts == nullptr))
+    return cudaErrorInvalidValue;
+  const dim3 row_grid(1, params.num_rows, batch);
+  const dim3 chunk_grid(params.max_chunks, params.num_rows, batch);
+  for (int pass = 0; pass < 3; ++pass) {
+    const bool counted = pass == 0 && params.first_digit_counted;
+    topk_digit_kernel<<<counted ? row_grid : chunk_grid, kThreads, 0, stream>>>(params, pass);
+  }
+  if (params.max_chunks > 1) topk_count_kernel<<<chunk_grid, kThreads, 0, stream>>>(params);
+  topk_write_kernel<<<chunk_grid, kThreads, 0, stream>>>(params);
   return cudaGetLastError();
 }
 

@@ -22,7 +22,8 @@ struct PoolScoresParams {
   const int32_t* kv_lens = nullptr;  // [B]
   float* pooled = nullptr;         // [B, R, stride]
   int32_t* first_histograms = nullptr;  // [B, R, kTopkBins] or null: counts of the first radix
-                                        // digit of the pooled scores are added here (zero before)
+                                        // digit of the pooled scores are added here (zero before;
+                                        // TopkScratch::histograms of the Top-k that follows)
   int64_t stride = 0;              // multiple of 4
   int32_t max_seq_len = 0;
   int32_t num_heads = 0;           // H
@@ -31,11 +32,24 @@ struct PoolScoresParams {
 };
 cudaError_t launch_pool_scores(const PoolScoresParams& params, int batch, cudaStream_t stream);
 
+// Scratch of the Top-k (radix_topk.h sizes it): histograms and tickets are zero before a run and
+// left zero by it; state and chunk_counts are written before they are read.
+constexpr int kTopkStateWords = 4;        // prefix, mask, k_rem, (padding)
+constexpr int kTopkThreads = 512;         // threads of every Top-k CTA
+constexpr int kTopkChunkQuantum = 8192;   // chunks are multiples of this many scores
+struct TopkScratch {
+  int32_t* histograms = nullptr;    // [B, R, kTopkBins] (the pooling kernel may fill the first digit's)
+  int32_t* tickets = nullptr;       // [B, R] chunk CTAs finished with the current digit
+  uint32_t* state = nullptr;        // [B, R, kTopkStateWords] the digits chosen so far
+  int32_t* chunk_counts = nullptr;  // [B, R, max_chunks, 2] keys > T and == T per chunk
+};
+
 // For each (b, r): the k = k_per_seq[b], or k(n) when k_per_seq is null (n = kv_len[b],
 // DESIGN.md §2.1), largest of scores[b][r][0..n),
 // ties to the lower index, written in ascending index order to indices[b][r][0..k), −1 after;
 // row_lens[b][r] = k. A radix select over the order-preserving uint32 image of the floats
-// (11 + 11 + 10 bit digits, one shared-memory histogram pass each), then one compaction pass.
+// (11 + 11 + 10 bit digits, one histogram pass each over chunks of `chunk` scores, one CTA per
+// chunk), then one compaction pass (radix_topk_kernels.cu).
 struct TopkParams {
   const float* scores = nullptr;     // [B, R, stride], rows 16-byte aligned (stride % 4 == 0)
   const int32_t* kv_lens = nullptr;  // [B]
@@ -44,12 +58,14 @@ struct TopkParams {
   uint32_t* error_flags = nullptr;   // DeviceError bits
   int64_t stride = 0;
   const int32_t* k_per_seq = nullptr;  // [B] or null (then the Budget below)
-  int32_t* first_histograms = nullptr;  // [B, R, kTopkBins] from the pooling kernel, or null (the
-                                        // kernel counts the first digit itself); left zeroed
+  TopkScratch scratch;
+  int32_t first_digit_counted = 0;   // 1: the pooling kernel filled scratch.histograms with the first digit
   int64_t rho_ppm = 0, k_min = 0, k_round = 1;  // the Budget
   int32_t max_seq_len = 0;
   int32_t num_rows = 0;
   int32_t k_max = 0;
+  int32_t chunk = 0;                 // scores per chunk CTA, a multiple of kTopkChunkQuantum
+  int32_t max_chunks = 0;            // chunk · max_chunks >= max_seq_len
 };
 cudaError_t launch_radix_topk(const TopkParams& params, int batch, cudaStream_t stream);
 
