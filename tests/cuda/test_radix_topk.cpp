@@ -188,6 +188,35 @@ TEST(RadixTopk, ManyRowsOneChunkEach) {
   EXPECT_EQ(max_chunks, 1) << "the case must give each row one CTA";
 }
 
+// Host arithmetic only: runs without a GPU.
+TEST(RadixTopkPlan, FewRowsGetManyChunksAndManyRowsOne) {
+  struct Want {
+    int64_t rows;
+    int32_t len;
+    int32_t chunk, chunks;
+  };
+  // 132 SMs (H200): 264 CTAs wanted.
+  for (const Want& w : {Want{8, 131072, 8192, 16},      // B = 1, G = 8: the row's 16 quanta, one each
+                        Want{64, 131072, 32768, 4},     // B = 8: ceil(264 / 64) = 5 -> 4 quanta a chunk
+                        Want{512, 131072, 131072, 1},   // B = 64: the rows alone fill the GPU
+                        Want{8, 32768, 8192, 4},        // 4 quanta, at most one each
+                        Want{3, 100, 8192, 1},          // shorter than one quantum
+                        Want{1, 8193, 8192, 2}}) {      // one past a quantum
+    SCOPED_TRACE("rows " + std::to_string(w.rows) + " len " + std::to_string(w.len));
+    const Result<detail::TopkPlan> plan = detail::plan_topk_for(w.rows, w.len, 132);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    EXPECT_EQ(plan->chunk, w.chunk);
+    EXPECT_EQ(plan->max_chunks, w.chunks);
+    EXPECT_EQ(plan->chunk % detail::kTopkChunkQuantum, 0);
+    EXPECT_GE(static_cast<int64_t>(plan->chunk) * plan->max_chunks, w.len);
+    EXPECT_LT(static_cast<int64_t>(plan->chunk) * (plan->max_chunks - 1), w.len) << "no chunk lies wholly past the end";
+    EXPECT_GE(plan->scratch_bytes, static_cast<size_t>(w.rows) * (detail::kTopkBins + 1 + detail::kTopkStateWords) * 4);
+  }
+  EXPECT_FALSE(detail::plan_topk_for(0, 100, 132).ok());
+  EXPECT_FALSE(detail::plan_topk_for(8, 0, 132).ok());
+  EXPECT_FALSE(detail::plan_topk_for(8, 100, 0).ok());
+}
+
 TEST(RadixTopk, RefusesRowsNarrowerThanTheBudget) {
   KC_SKIP_WITHOUT_GPU();
   DeviceBuffer scores(1024 * sizeof(float)), lens(sizeof(int32_t)), indices(16 * sizeof(int32_t)),

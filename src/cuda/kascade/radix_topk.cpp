@@ -30,14 +30,12 @@ ScratchOffsets scratch_offsets(int64_t rows_total, int32_t max_chunks) {
 
 }  // namespace
 
-Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len) {
+Result<TopkPlan> plan_topk_for(int64_t rows_total, int32_t max_seq_len, int32_t multiprocessors) {
   KC_CHECK_ARG(rows_total >= 1, "Top-k rows: ", rows_total, "; expected >= 1");
   KC_CHECK_ARG(max_seq_len >= 1, "Top-k max_seq_len is ", max_seq_len, "; expected >= 1");
-  int device = 0, sms = 0;
-  KC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  KC_CHECK_ARG(multiprocessors >= 1, "multiprocessors is ", multiprocessors, "; expected >= 1");
   const int64_t quanta = (static_cast<int64_t>(max_seq_len) + kTopkChunkQuantum - 1) / kTopkChunkQuantum;
-  const int64_t wanted = (2 * static_cast<int64_t>(std::max(sms, 1)) + rows_total - 1) / rows_total;
+  const int64_t wanted = (2 * static_cast<int64_t>(multiprocessors) + rows_total - 1) / rows_total;
   const int64_t per_row = std::clamp<int64_t>(wanted, 1, quanta);
   TopkPlan plan;
   plan.rows_total = rows_total;
@@ -45,6 +43,13 @@ Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len) {
   plan.max_chunks = static_cast<int32_t>((max_seq_len + static_cast<int64_t>(plan.chunk) - 1) / plan.chunk);
   plan.scratch_bytes = scratch_offsets(rows_total, plan.max_chunks).total;
   return plan;
+}
+
+Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len) {
+  int device = 0, sms = 0;
+  KC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return plan_topk_for(rows_total, max_seq_len, sms);
 }
 
 TopkScratch topk_scratch_at(const TopkPlan& plan, void* scratch) {

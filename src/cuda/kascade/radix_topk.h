@@ -21,14 +21,17 @@ namespace kascade::cuda {
 namespace detail {
 
 // How the Top-k of rows_total rows of up to max_seq_len scores is cut into chunk CTAs (enough
-// CTAs for two per multiprocessor of the current device, chunks of at least 8192 scores), and
-// the scratch bytes it needs.
+// CTAs for two per multiprocessor, chunks of a multiple of kTopkChunkQuantum scores, one chunk per
+// row once the rows alone fill the GPU), and the scratch bytes it needs.
 struct TopkPlan {
   int64_t rows_total = 0;  // batch · rows
   int32_t chunk = 0;
   int32_t max_chunks = 0;
   size_t scratch_bytes = 0;
 };
+// For a GPU of `multiprocessors` SMs (host arithmetic only; tested without a GPU).
+Result<TopkPlan> plan_topk_for(int64_t rows_total, int32_t max_seq_len, int32_t multiprocessors);
+// For the current device.
 Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len);
 
 // The scratch views inside `scratch` (plan.scratch_bytes, 256-byte aligned).
