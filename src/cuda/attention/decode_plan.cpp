@@ -7,12 +7,13 @@
 #include <cmath>
 
 #include "cuda/common/cuda_status.h"
+#include "cuda/common/plan_support.h"
 
 namespace kascade::cuda {
 namespace {
 
-constexpr size_t kAlign = 256;
-size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+using detail::align_workspace_bytes;
+
 bool is_power_of_two(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
 
 }  // namespace
@@ -92,9 +93,7 @@ Status validate_decode_run(const DecodeShape& s, const QueryBatch& q, const Page
 }
 
 Result<int32_t> choose_num_splits(int64_t pairs, int32_t ctas_per_sm, int32_t max_len) {
-  int device = 0, sms = 0;
-  KC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  KC_ASSIGN_OR_RETURN(const int32_t sms, current_multiprocessor_count());
   const int64_t slots = static_cast<int64_t>(sms) * std::max(ctas_per_sm, 1);
   // Chunks shorter than 256 keys cost more in merging than they gain in parallelism.
   const int32_t most = static_cast<int32_t>(
@@ -118,25 +117,25 @@ WorkspaceLayout layout_workspace(const DecodeShape& s, int32_t max_splits, int64
   WorkspaceLayout w;
   size_t at = 0;
   w.error_flags = at;
-  at += align_up(sizeof(uint32_t));
+  at += align_workspace_bytes(sizeof(uint32_t));
   w.counters = at;
-  at += align_up(static_cast<size_t>(s.batch) * s.num_heads * sizeof(int32_t));
+  at += align_workspace_bytes(static_cast<size_t>(s.batch) * s.num_heads * sizeof(int32_t));
   if (logits_stride > 0) {
     w.topk_scratch = at;
-    at += align_up(topk_scratch_bytes);
+    at += align_workspace_bytes(topk_scratch_bytes);
   }
   w.header_bytes = at;
   w.partial_lse = at;
-  at += align_up(static_cast<size_t>(s.batch) * max_splits * s.num_heads * sizeof(float));
+  at += align_workspace_bytes(static_cast<size_t>(s.batch) * max_splits * s.num_heads * sizeof(float));
   w.partial_o = at;
-  at += align_up(static_cast<size_t>(s.batch) * max_splits * s.num_heads * s.head_dim * sizeof(float));
+  at += align_workspace_bytes(static_cast<size_t>(s.batch) * max_splits * s.num_heads * s.head_dim * sizeof(float));
   if (logits_stride > 0) {
     w.exact_lse = at;
-    at += align_up(static_cast<size_t>(s.batch) * s.num_heads * sizeof(float));
+    at += align_workspace_bytes(static_cast<size_t>(s.batch) * s.num_heads * sizeof(float));
     w.logits = at;
-    at += align_up(static_cast<size_t>(s.batch) * s.num_heads * logits_stride * sizeof(float));
+    at += align_workspace_bytes(static_cast<size_t>(s.batch) * s.num_heads * logits_stride * sizeof(float));
     w.pooled = at;
-    at += align_up(static_cast<size_t>(s.batch) * pooled_rows * logits_stride * sizeof(float));
+    at += align_workspace_bytes(static_cast<size_t>(s.batch) * pooled_rows * logits_stride * sizeof(float));
   }
   w.total_bytes = at;
   return w;

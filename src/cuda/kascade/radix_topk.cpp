@@ -5,14 +5,12 @@
 #include <algorithm>
 
 #include "cuda/common/cuda_status.h"
+#include "cuda/common/plan_support.h"
 
 namespace kascade::cuda {
 
 namespace detail {
 namespace {
-
-constexpr size_t kAlign = 256;
-size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 struct ScratchOffsets {
   size_t histograms = 0, tickets = 0, state = 0, chunk_counts = 0, total = 0;
@@ -21,10 +19,10 @@ struct ScratchOffsets {
 ScratchOffsets scratch_offsets(int64_t rows_total, int32_t max_chunks) {
   ScratchOffsets o;
   const auto rows = static_cast<size_t>(rows_total);
-  o.tickets = o.histograms + align_up(rows * kTopkBins * sizeof(int32_t));
-  o.state = o.tickets + align_up(rows * sizeof(int32_t));
-  o.chunk_counts = o.state + align_up(rows * kTopkStateWords * sizeof(uint32_t));
-  o.total = o.chunk_counts + align_up(rows * static_cast<size_t>(max_chunks) * 2 * sizeof(int32_t));
+  o.tickets = o.histograms + align_workspace_bytes(rows * kTopkBins * sizeof(int32_t));
+  o.state = o.tickets + align_workspace_bytes(rows * sizeof(int32_t));
+  o.chunk_counts = o.state + align_workspace_bytes(rows * kTopkStateWords * sizeof(uint32_t));
+  o.total = o.chunk_counts + align_workspace_bytes(rows * static_cast<size_t>(max_chunks) * 2 * sizeof(int32_t));
   return o;
 }
 
@@ -46,9 +44,7 @@ Result<TopkPlan> plan_topk_for(int64_t rows_total, int32_t max_seq_len, int32_t 
 }
 
 Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len) {
-  int device = 0, sms = 0;
-  KC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  KC_ASSIGN_OR_RETURN(const int32_t sms, current_multiprocessor_count());
   return plan_topk_for(rows_total, max_seq_len, sms);
 }
 

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "cuda/common/cuda_status.h"
+#include "cuda/common/plan_support.h"
 #include "cuda/prefill/prefill_launch.h"
 #include "cuda/prefill/prefill_params.h"
 #include "cuda/prefill/prefill_shapes.h"
@@ -13,9 +14,7 @@
 namespace kascade::cuda {
 namespace {
 
-constexpr size_t kAlign = 256;
-
-size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+using detail::align_workspace_bytes;
 
 bool is_warp_specialized(PrefillKernels kernels) {
   return kernels == PrefillKernels::kWarpSpecialized || kernels == PrefillKernels::kWarpSpecializedTma;
@@ -112,11 +111,11 @@ Result<PrefillPlan> layout_prefill_plan(const PrefillShape& shape, const Prefill
 
   size_t offset = 0;
   plan.workspace.error_flags = offset;
-  offset = align_up(offset + sizeof(uint32_t));
+  offset = align_workspace_bytes(offset + sizeof(uint32_t));
   plan.workspace.lse = offset;
   plan.workspace.scores = offset;
   if (plan.selection) {
-    offset = align_up(offset + size_t(shape.max_total_q) * shape.num_heads * sizeof(float));
+    offset = align_workspace_bytes(offset + size_t(shape.max_total_q) * shape.num_heads * sizeof(float));
     plan.workspace.scores = offset;
     plan.score_stride = (int64_t{shape.max_kv_len} + 3) / 4 * 4;
     const int64_t slots = prefill::max_call_slots(shape.batch, shape.max_total_q, shape.max_q_len, shape.tile_size);
@@ -127,7 +126,7 @@ Result<PrefillPlan> layout_prefill_plan(const PrefillShape& shape, const Prefill
     in_flight = std::clamp<int64_t>(in_flight, 1, std::min<int64_t>(slots, 65535));
     plan.tiles_in_flight = static_cast<int32_t>(in_flight);
     plan.num_waves = static_cast<int32_t>((slots + in_flight - 1) / in_flight);
-    offset = align_up(offset + size_t(in_flight) * tile_bytes);
+    offset = align_workspace_bytes(offset + size_t(in_flight) * tile_bytes);
     const int64_t key_blocks = (int64_t{shape.max_kv_len} + prefill::kBlockKeys - 1) / prefill::kBlockKeys;
     int64_t splits = options.key_splits;
     if (splits == 0) {

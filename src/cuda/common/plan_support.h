@@ -1,0 +1,31 @@
+// src/cuda/common/plan_support.h — what every CUDA plan needs (host only): the alignment of the
+// buffers it lays out in a workspace, and the multiprocessor count of the current device it sizes
+// its grids for. Exercised by the plan tests in tests/cuda/ (test_decode_plan.cpp,
+// test_prefill_plan.cpp, test_radix_topk.cpp).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/common/cuda_status.h"
+#include "kascade/status.h"
+
+namespace kascade::cuda::detail {
+
+// Every buffer inside a workspace starts on a 256-byte boundary.
+inline constexpr size_t kWorkspaceAlign = 256;
+inline constexpr size_t align_workspace_bytes(size_t bytes) {
+  return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+}
+
+// Multiprocessors of the current device.
+inline Result<int32_t> current_multiprocessor_count() {
+  int device = 0, sms = 0;
+  KC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return static_cast<int32_t>(sms);
+}
+
+}  // namespace kascade::cuda::detail
