@@ -123,8 +123,12 @@ struct PoolArgs {
   int32_t key_chunks = 0;       // chunks per (slot, group): ceil(ceil(max_kv_len / 128) / kWsPoolChunkTiles)
 };
 
-// Key tiles (of kWsBlockKeys) per unit of the warp-specialised pooled-score kernel.
-constexpr int kWsPoolChunkTiles = 16;
+// Key tiles (of kWsBlockKeys) per unit of the warp-specialised pooled-score kernel. Each unit starts
+// with a Q load and the consumers' per-unit set-up (row LSEs, the unit's rows), a pipeline bubble
+// that 16-tile units paid ~14 % of the consumers' time for (Nsight Compute, 2026-12-03); 32 halves
+// it and still leaves thousands of units per wave at long lengths (load balance), and the GPU tests'
+// 4097-key rows still cross a unit boundary.
+constexpr int kWsPoolChunkTiles = 32;
 
 // Its persistent schedule: unit u (0 <= u < wave_slots · G · key_chunks) is key chunk `chunk` (key
 // tiles [chunk · kWsPoolChunkTiles, + kWsPoolChunkTiles)) of (wave slot `slot`, KV group `group`),

@@ -13,11 +13,13 @@
 //     chunk's last partial tile by cp.async with zero fill). Q: all rows of the tile (T·g <= 256:
 //     up to 2 rows per producer thread) into a [kMTiles·64][D] buffer, published one load later.
 //   warpgroups 1, 2 (consumers): the unit's K tiles alternate between them (global tile count
-//     parity), each holding every row of the tile: per tile, Q·Kᵀ as wgmma m64n128k16 per 64-row
+//     parity; ping-pong named barriers make them issue their products in that order, so one's
+//     exponentials overlap the other's products), each holding every row of the tile: per tile,
+//     Q·Kᵀ as wgmma m64n128k16 per 64-row
 //     m-tile of 64 rows (with 2 m-tiles, the second issued before the first is pooled),
 //     p = 2^(s·scale_log2 − lse·log2e) (+0 for absent rows), then
-//     the column reduction: a thread's two rows and m-tiles, the 8 row groups of the warp by
-//     butterfly shuffles, the 4 warps of the warpgroup in a fixed order through shared memory (one
+//     the column reduction: a thread's two rows and m-tiles, the 8 row groups of the warp by a
+//     butterfly reduce-scatter (store_warp_columns), the 4 warps of the warpgroup in a fixed order through shared memory (one
 //     warpgroup named barrier per tile, double-buffered). So a score is the same bits whatever the
 //     unit, CTA or chunking (not the same bits as the mma.sync kernel: another summation order).
 // Only TMA-eligible K layouts run here (ws_tma_eligible); others use pooled_scores_kernels.cu.
@@ -181,6 +183,7 @@ struct PoolConsumer {
     const CallArgs& c = args.call;
     const uint32_t q_tile = smem_base;
     int units_done = 0, k_count = 0, buffer = 0;
+    if (wg == 1) turn_end();  // warpgroup 0 issues the first tile
     for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
       const PoolUnit w = decode_pool_unit(args, u);
       if (!w.valid) continue;
@@ -214,9 +217,11 @@ struct PoolConsumer {
         float sa[kKeyTiles][4];
         if constexpr (kMTiles <= 2) {
           float sb[kKeyTiles][4];
+          turn_begin();
           ws::issue_qk<T, D, kRows>(q_tile, 0, k_tile, sa);
+          if constexpr (kMTiles == 2) ws::issue_qk<T, D, kRows>(q_tile, 64, k_tile, sb);
+          turn_end();
           if constexpr (kMTiles == 2) {
-            ws::issue_qk<T, D, kRows>(q_tile, 64, k_tile, sb);
             ws::wgmma_wait<1>();  // m-tile 0 done; m-tile 1 may still run
           } else {
             ws::wgmma_wait<0>();
@@ -231,7 +236,9 @@ struct PoolConsumer {
         } else {
 #pragma unroll
           for (int mt = 0; mt < kMTiles; ++mt) {
+            if (mt == 0) turn_begin();
             ws::issue_qk<T, D, kRows>(q_tile, mt * 64, k_tile, sa);
+            if (mt == 0) turn_end();
             ws::wgmma_wait<0>();
             fence_accumulators(sa);
             accumulate_columns<kMax>(sa, c.scale_log2, lse2[mt], col);
@@ -243,6 +250,18 @@ struct PoolConsumer {
       }
       ws::mbarrier_arrive(barrier(1));  // Q free (after this warpgroup's last Q·Kᵀ of the unit)
     }
+  }
+
+  // Ping-pong (as the dense kernel's consumers): the warpgroups take the key tiles in turns, and
+  // each issues its Q·Kᵀ only after the other has issued the previous tile's, so the tensor cores
+  // run one warpgroup's products while the other computes its exponentials and column sums.
+  // Without the turns both warpgroups fell into step — both multiplying, then both waiting on the
+  // exponential unit — and each unit was busy ~35 % of the time (Nsight Compute, 2026-12-03).
+  __device__ __forceinline__ void turn_begin() const {
+    ws::named_barrier_sync(ws::kPingPongBarrier0 + wg, ws::kConsumerThreads);
+  }
+  __device__ __forceinline__ void turn_end() const {
+    ws::named_barrier_arrive(ws::kPingPongBarrier0 + (wg ^ 1), ws::kConsumerThreads);
   }
 
   __device__ __forceinline__ void mbarrier_wait_q(int units_done) const {
