@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_check.h"
 #include "bench_device.h"
 #include "cuda/attention/dense_decode.h"
 #include "cuda/common/device_errors.h"
@@ -39,23 +40,6 @@
 
 namespace kascade::bench {
 namespace {
-
-#define BENCH_CHECK(expr)                                                                        \
-  do {                                                                                           \
-    const cudaError_t e_ = (expr);                                                               \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
-#define BENCH_OK(expr)                                                                      \
-  do {                                                                                      \
-    const ::kascade::Status s_ = (expr);                                                    \
-    if (!s_.ok()) {                                                                         \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, s_.to_string().c_str()); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
 
 struct Shape {
   std::string name;

@@ -45,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_check.h"
 #include "bench_device.h"
 #include "cuda/prefill/prefill_errors.h"
 #include "cuda/prefill/prefill_ops.h"
@@ -54,23 +55,6 @@
 
 namespace kascade::bench {
 namespace {
-
-#define BENCH_CHECK(expr)                                                                        \
-  do {                                                                                           \
-    const cudaError_t e_ = (expr);                                                               \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
-#define BENCH_OK(expr)                                                                            \
-  do {                                                                                            \
-    const ::kascade::Status s_ = (expr);                                                          \
-    if (!s_.ok()) {                                                                               \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, s_.to_string().c_str()); \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
 
 constexpr int32_t kHeads = 32, kKvHeads = 8, kHeadDim = 128, kTile = 32, kPage = 16;
 
