@@ -11,7 +11,9 @@
 #   pooled_raw.csv         every metric of one late pooled wave at 32K (--set full), e.g. pipe utilisation
 #   pooled_source.csv      its SASS with warp-stall samples per instruction
 #   decode_raw.csv         every metric of the first seven anchor-step kernels (--set full)
-# Each step runs under `timeout`; about 2 minutes in all on an H200.
+# Each step runs under `timeout`. The commands are the ones that produced docs/perf.md's figures
+# (run one by one on 2026-12-03, about 2 minutes in all on an H200); this script gathering them has
+# not yet run as a whole.
 set -u
 bin=${1:?BIN_DIR}
 out=${2:?OUT_DIR}

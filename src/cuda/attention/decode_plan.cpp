@@ -13,6 +13,7 @@ namespace kascade::cuda {
 namespace {
 
 using detail::align_workspace_bytes;
+using detail::workspace_at;
 
 bool is_power_of_two(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
 
@@ -49,7 +50,7 @@ Status initialize_workspace(const WorkspaceLayout& layout, void* workspace, cuda
 Result<uint32_t> read_device_errors(const WorkspaceLayout& layout, void* workspace, cudaStream_t stream) {
   KC_CHECK_ARG(workspace != nullptr, "workspace is null");
   uint32_t bits = 0;
-  auto* flags = static_cast<uint8_t*>(workspace) + layout.error_flags;
+  auto* flags = workspace_at<uint32_t>(workspace, layout.error_flags);
   KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&bits, flags, sizeof(bits), cudaMemcpyDeviceToHost, stream));
   KC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flags, 0, sizeof(uint32_t), stream));
   KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
@@ -145,7 +146,6 @@ DecodeKernelParams make_decode_params(const DecodeShape& s, const QueryBatch& q,
                                       const AttentionParams& params, const PassPlan& pass,
                                       const WorkspaceLayout& layout, void* workspace) {
   DecodeKernelParams p;
-  auto* ws = static_cast<uint8_t*>(workspace);
   p.q = q.q;
   p.k = kv.k;
   p.v = kv.v;
@@ -161,10 +161,10 @@ DecodeKernelParams make_decode_params(const DecodeShape& s, const QueryBatch& q,
   p.scale = params.scale;
   p.num_splits = pass.num_splits;
   p.num_slots = pass.num_slots;
-  p.partial_o = reinterpret_cast<float*>(ws + layout.partial_o);
-  p.partial_lse = reinterpret_cast<float*>(ws + layout.partial_lse);
-  p.counters = reinterpret_cast<int32_t*>(ws + layout.counters);
-  p.error_flags = reinterpret_cast<uint32_t*>(ws + layout.error_flags);
+  p.partial_o = workspace_at<float>(workspace, layout.partial_o);
+  p.partial_lse = workspace_at<float>(workspace, layout.partial_lse);
+  p.counters = workspace_at<int32_t>(workspace, layout.counters);
+  p.error_flags = workspace_at<uint32_t>(workspace, layout.error_flags);
   return p;
 }
 

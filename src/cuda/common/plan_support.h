@@ -1,6 +1,6 @@
 // src/cuda/common/plan_support.h — what every CUDA plan needs (host only): the alignment of the
-// buffers it lays out in a workspace, and the multiprocessor count of the current device it sizes
-// its grids for. Exercised by the plan tests in tests/cuda/ (test_decode_plan.cpp,
+// buffers it lays out in a workspace, the typed view of a buffer at its offset, and the
+// multiprocessor count of the current device it sizes its grids for. Exercised by the plan tests in tests/cuda/ (test_decode_plan.cpp,
 // test_prefill_plan.cpp, test_radix_topk.cpp).
 #pragma once
 
@@ -18,6 +18,12 @@ namespace kascade::cuda::detail {
 inline constexpr size_t kWorkspaceAlign = 256;
 inline constexpr size_t align_workspace_bytes(size_t bytes) {
   return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+}
+
+// The buffer of type T at byte `offset` of a workspace (offsets from a plan's layout).
+template <typename T>
+inline T* workspace_at(void* workspace, size_t offset) {
+  return reinterpret_cast<T*>(static_cast<unsigned char*>(workspace) + offset);
 }
 
 // Multiprocessors of the current device.

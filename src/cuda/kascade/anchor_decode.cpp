@@ -7,6 +7,7 @@
 
 #include "cuda/attention/decode_launch.h"
 #include "cuda/common/cuda_status.h"
+#include "cuda/common/plan_support.h"
 #include "cuda/kascade/selection_kernels.h"
 #include "cuda/kascade/sparse_decode.h"
 
@@ -66,12 +67,13 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
     KC_CHECK_ARG(extras.head_map == nullptr, "head_map must be null with per-query-head rows");
   KC_CHECK_ARG(!(plan.options.dense_output && extras.exact_lse != nullptr),
                "exact_lse must be null with a dense output (out.lse is the exact LSE)");
-  auto* ws = static_cast<uint8_t*>(workspace);
-  float* logits = reinterpret_cast<float*>(ws + plan.workspace.logits);
-  float* ws_lse = reinterpret_cast<float*>(ws + plan.workspace.exact_lse);
-  float* pooled = reinterpret_cast<float*>(ws + plan.workspace.pooled);
-  auto* error_flags = reinterpret_cast<uint32_t*>(ws + plan.workspace.error_flags);
-  const detail::TopkScratch topk_scratch = detail::topk_scratch_at(plan.topk, ws + plan.workspace.topk_scratch);
+  using detail::workspace_at;
+  float* logits = workspace_at<float>(workspace, plan.workspace.logits);
+  float* ws_lse = workspace_at<float>(workspace, plan.workspace.exact_lse);
+  float* pooled = workspace_at<float>(workspace, plan.workspace.pooled);
+  auto* error_flags = workspace_at<uint32_t>(workspace, plan.workspace.error_flags);
+  const detail::TopkScratch topk_scratch =
+      detail::topk_scratch_at(plan.topk, workspace_at<unsigned char>(workspace, plan.workspace.topk_scratch));
 
   // 1. scoring pass: logits + exact LSE (+ dense output)
   detail::DecodeKernelParams p =

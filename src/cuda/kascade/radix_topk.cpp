@@ -50,12 +50,11 @@ Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len) {
 
 TopkScratch topk_scratch_at(const TopkPlan& plan, void* scratch) {
   const ScratchOffsets o = scratch_offsets(plan.rows_total, plan.max_chunks);
-  auto* base = static_cast<uint8_t*>(scratch);
   TopkScratch s;
-  s.histograms = reinterpret_cast<int32_t*>(base + o.histograms);
-  s.tickets = reinterpret_cast<int32_t*>(base + o.tickets);
-  s.state = reinterpret_cast<uint32_t*>(base + o.state);
-  s.chunk_counts = reinterpret_cast<int32_t*>(base + o.chunk_counts);
+  s.histograms = workspace_at<int32_t>(scratch, o.histograms);
+  s.tickets = workspace_at<int32_t>(scratch, o.tickets);
+  s.state = workspace_at<uint32_t>(scratch, o.state);
+  s.chunk_counts = workspace_at<int32_t>(scratch, o.chunk_counts);
   return s;
 }
 

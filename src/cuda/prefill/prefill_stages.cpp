@@ -3,6 +3,7 @@
 #include "cuda/prefill/prefill_stages.h"
 
 #include "cuda/common/cuda_status.h"
+#include "cuda/common/plan_support.h"
 #include "cuda/prefill/causal_launch.h"
 #include "cuda/prefill/prefill_launch.h"
 #include "cuda/prefill/prefill_shapes.h"
@@ -14,12 +15,12 @@ using prefill::element_type;
 
 float* prefill_lse_scratch(const PrefillPlan& plan, void* workspace) {
   if (!plan.selection || workspace == nullptr) return nullptr;
-  return reinterpret_cast<float*>(static_cast<char*>(workspace) + plan.workspace.lse);
+  return detail::workspace_at<float>(workspace, plan.workspace.lse);
 }
 
 float* prefill_score_scratch(const PrefillPlan& plan, void* workspace) {
   if (!plan.selection || workspace == nullptr) return nullptr;
-  return reinterpret_cast<float*>(static_cast<char*>(workspace) + plan.workspace.scores);
+  return detail::workspace_at<float>(workspace, plan.workspace.scores);
 }
 
 Status prefill_lse(const PrefillPlan& plan, const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,

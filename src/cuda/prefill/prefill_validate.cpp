@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "cuda/common/plan_support.h"
+
 namespace kascade::cuda::prefill {
 namespace {
 
@@ -118,7 +120,7 @@ CallArgs make_call_args(const PrefillPlan& plan, const QueryBatch& q, const Page
   c.max_kv_len = plan.shape.max_kv_len;
   c.max_total_q = q.total_q;  // the rows q and o actually hold (<= the plan's max_total_q)
   c.scale_log2 = params.scale * 1.4426950408889634f;
-  c.errors = reinterpret_cast<uint32_t*>(static_cast<char*>(workspace) + plan.workspace.error_flags);
+  c.errors = cuda::detail::workspace_at<uint32_t>(workspace, plan.workspace.error_flags);
   return c;
 }
 
