@@ -133,6 +133,36 @@ TEST(PrefillPlan, WarpSpecializedScheduleCoversEveryUnitOnce) {
   }
 }
 
+// The sparse (gathered) kernel's schedule (prefill_params.h: ws_gathered_unit_coords): every (row
+// block, row consumer, sequence) is taken exactly once; units come one (sequence, consumer) at a time,
+// so a window of consecutive units (the CTAs in flight) spans at most two consumers; within a
+// consumer, row blocks go from the last to the first.
+TEST(PrefillPlan, WarpSpecializedGatheredScheduleWalksOneConsumerAtATime) {
+  for (const auto& [row_blocks, consumers, batch] :
+       {std::tuple{4096, 8, 1}, std::tuple{1, 1, 1}, std::tuple{33, 32, 3}, std::tuple{7, 4, 5}}) {
+    const int units = row_blocks * consumers * batch;
+    std::vector<int> seen(static_cast<size_t>(units), 0);
+    prefill::WsUnitCoords previous{};
+    for (int u = 0; u < units; ++u) {
+      const prefill::WsUnitCoords at = prefill::ws_gathered_unit_coords(u, row_blocks, consumers);
+      ASSERT_GE(at.row_block, 0);
+      ASSERT_LT(at.row_block, row_blocks);
+      ASSERT_GE(at.kv_head, 0);
+      ASSERT_LT(at.kv_head, consumers);
+      ASSERT_GE(at.b, 0);
+      ASSERT_LT(at.b, batch);
+      if (u > 0 && at.kv_head == previous.kv_head && at.b == previous.b) {
+        ASSERT_EQ(at.row_block, previous.row_block - 1) << "unit " << u;
+      } else {
+        ASSERT_EQ(at.row_block, row_blocks - 1) << "unit " << u << " starts a consumer at its last row block";
+      }
+      previous = at;
+      ++seen[(static_cast<size_t>(at.b) * consumers + at.kv_head) * row_blocks + at.row_block];
+    }
+    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "unit " << i;
+  }
+}
+
 // The warp-specialised pooled-score kernel's schedule (prefill_params.h: ws_pool_unit_coords): every
 // (wave slot, KV group, key chunk) is taken exactly once over all CTAs, and the chunks cover every
 // key tile of the longest candidate list exactly once.
@@ -333,12 +363,16 @@ TEST(PrefillPlan, ChooseSparseAndPoolKernelTables) {
 // The gathering producer addresses cache rows (page · page_size + slot) as int32.
 TEST(PrefillPlan, GatherEligibleLayouts) {
   prefill::CallArgs call;
-  for (const auto& [pages, page_size, want] :
-       {std::tuple{1, 131072, true}, std::tuple{1 << 20, 16, true}, std::tuple{(1 << 27) - 1, 16, true},
-        std::tuple{1 << 27, 16, false}, std::tuple{1 << 24, 256, false}, std::tuple{(1 << 23) - 1, 256, true}}) {
-    SCOPED_TRACE(std::to_string(pages) + " pages of " + std::to_string(page_size));
+  for (const auto& [pages, page_size, kv_heads, want] :
+       {std::tuple{1, 131072, 8, true}, std::tuple{1 << 20, 16, 8, true}, std::tuple{(1 << 27) - 1, 16, 1, true},
+        std::tuple{1 << 27, 16, 1, false}, std::tuple{1 << 24, 256, 1, false}, std::tuple{(1 << 23) - 1, 256, 1, true},
+        std::tuple{(1 << 24) - 1, 16, 8, true}, std::tuple{1 << 24, 16, 8, false}, std::tuple{(1 << 20) - 1, 256, 8, true},
+        std::tuple{1 << 20, 256, 8, false}}) {
+    SCOPED_TRACE(std::to_string(pages) + " pages of " + std::to_string(page_size) + ", " + std::to_string(kv_heads) +
+                 " KV heads");
     call.num_pages = pages;
     call.page_size = page_size;
+    call.num_kv_heads = kv_heads;
     EXPECT_EQ(prefill::ws_gather_eligible(call), want);
   }
 }

@@ -24,6 +24,16 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int s
   asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
                : "memory");
 }
+// The same copy gated by an index: index < 0 writes 16 zero bytes and reads nothing (cp.async's
+// ignore-src predicate, set from the index inside the asm; src must still be a valid global
+// address). Cheaper than a src_bytes select for gathers that hold a row index with -1 = none.
+__device__ __forceinline__ void cp_async_16_or_zeros(uint32_t dst, const void* src, int32_t index) {
+  asm volatile(
+      "{\n.reg .pred ignore;\nsetp.lt.s32 ignore, %2, 0;\n"
+      "cp.async.cg.shared.global.L2::128B [%0], [%1], 16, ignore;\n}\n" ::"r"(dst),
+      "l"(src), "r"(index)
+      : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {

@@ -4,6 +4,7 @@
 // (tests/cuda/test_prefill_*.cpp).
 #include "cuda/prefill/causal_launch.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "cuda/common/cuda_status.h"
@@ -77,7 +78,8 @@ Status launch_causal_attention(const PrefillPlan& plan, CausalPass pass, Attenti
 }
 
 bool ws_gather_eligible(const CallArgs& call) {
-  return static_cast<int64_t>(call.num_pages) * call.page_size <= std::numeric_limits<int32_t>::max();
+  return static_cast<int64_t>(call.num_pages) * call.page_size * std::max(call.num_kv_heads, 1) <=
+         std::numeric_limits<int32_t>::max();
 }
 
 CausalKernel choose_sparse_kernel(const PrefillPlan& plan, bool kv_gather_eligible) {

@@ -46,7 +46,8 @@ Status launch_causal_attention(const PrefillPlan& plan, CausalPass pass, Attenti
                                int32_t num_kv_heads, cudaStream_t stream);
 
 // Whether the gathering producer of the warp-specialised sparse kernel can serve this call: every
-// cache row index (page · page_size + slot) fits int32 (any page size; K/V bases as the views require).
+// head row index ((page · page_size + slot) · G + kv_head) fits int32 (any page size; K/V bases as the
+// views require).
 bool ws_gather_eligible(const CallArgs& call);
 
 // The kernel of a sparse pass. kAuto, kWarpSpecialized and kWarpSpecializedTma: the warp-specialised

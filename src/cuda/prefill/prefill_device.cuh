@@ -19,6 +19,7 @@
 namespace kascade::cuda::prefill {
 
 using detail::cp_async_16;
+using detail::cp_async_16_or_zeros;
 using detail::cp_async_commit;
 using detail::cp_async_wait;
 using detail::ldmatrix_x4;

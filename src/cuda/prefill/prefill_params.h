@@ -52,6 +52,17 @@ KASCADE_PREFILL_HOST_DEVICE inline WsUnitCoords ws_unit_coords(int u, int row_bl
   const int rem = u % per_block;
   return WsUnitCoords{row_blocks - 1 - u / per_block, rem % num_kv_heads, rem / num_kv_heads};
 }
+// The sparse (gathered) kernel's schedule: unit u (0 <= u < row_blocks · consumers · batch) walks one
+// (sequence, row consumer) at a time — sequences slowest, then consumers — its row blocks from the last
+// to the first. The CTAs in flight then gather from ONE consumer's K/V rows: neighbouring tiles'
+// ascending key lists overlap and are walked in step, so a row fetched from HBM for one CTA is read by
+// the others from L2 (with consumers fastest, as ws_unit_coords, the CTAs in flight read G disjoint
+// K/V sets and the reuse pass was bound by HBM on lists with little overlap). Longest-first holds
+// within each consumer; a CTA's lists shrink along the walk except where it passes to the next consumer.
+KASCADE_PREFILL_HOST_DEVICE inline WsUnitCoords ws_gathered_unit_coords(int u, int row_blocks, int consumers) {
+  const int pair = u / row_blocks;  // (sequence, consumer), consumers fastest
+  return WsUnitCoords{row_blocks - 1 - u % row_blocks, pair % consumers, pair / consumers};
+}
 
 enum class ElementType : int { kF16 = 0, kBF16 = 1 };
 

@@ -26,7 +26,7 @@ namespace kascade::cuda::prefill::ws {
 enum class WsKeys { kCausal, kGathered };
 
 // Shared memory: Q [128][D], K ring [kStages][128][D], V ring (kPV), then the mbarriers and, for
-// gathered key lists, a ring of kKeyRowSlots × 128 resolved cache rows (int32) of the tiles in flight.
+// gathered key lists, a ring of kKeyRowSlots × 128 resolved K/V head rows (int32) of the tiles in flight.
 // Every tile in the swizzle<> layout, 1024-byte aligned. At least 120 KB, so one CTA owns a
 // multiprocessor (setmaxnreg.inc then always finds the producer's released registers).
 template <int D, bool kPV, WsKeys kKeys = WsKeys::kCausal>
@@ -117,14 +117,15 @@ __device__ __forceinline__ WsUnit decode_causal_unit(const AttentionArgs& args, 
 }
 
 // Gathered unit u of args.row_blocks (= tile slots per sequence × row_blocks_per_tile) × consumers
-// (KV groups, or query heads for per-query-head rows) × batch, later tiles (longer lists) first.
+// (KV groups, or query heads for per-query-head rows) × batch: one consumer at a time, later tiles
+// (longer lists) first (ws_gathered_unit_coords).
 // The same rows, key lists and error checks as the kSparse path of attention_kernel.cuh.
 __device__ __forceinline__ WsUnit decode_gathered_unit(const AttentionArgs& args, int u, bool report) {
   const CallArgs& c = args.call;
   const RowArgs& r = args.rows;
   WsUnit w;
   const int consumers = r.per_query_head ? c.num_heads : c.num_kv_heads;
-  const WsUnitCoords at = ws_unit_coords(u, args.row_blocks, consumers, c.batch);
+  const WsUnitCoords at = ws_gathered_unit_coords(u, args.row_blocks, consumers);
   const int consumer = at.kv_head;
   w.b = at.b;
   Sequence seq;

@@ -6,10 +6,10 @@
 //
 // Per key tile: each of the 128 producer threads resolves ONE key (its entry — read two tiles ahead
 // into a register — checked against the row's bound, then one block-table lookup, issued one tile
-// ahead so that its latency hides behind the previous tile's copies) to a cache row, stored in a
-// shared ring of 3 × 128 int32 (-1: zero fill); one producer named barrier per tile; then every
-// thread issues its 16-byte cp.async pieces of the tile (zero fill past the list and for bad keys)
-// and publishes them with ONE cp.async.mbarrier.arrive.noinc on the slot's "full" barrier (128
+// ahead so that its latency hides behind the previous tile's copies) to the index of its K/V head
+// row, stored in a shared ring of 3 × 128 int32 (-1: zero fill); one producer named barrier per
+// tile; then every thread issues its 16-byte cp.async pieces of the tile, 8 threads per row (zero
+// fill past the list and for bad keys), and publishes them with ONE cp.async.mbarrier.arrive.noinc on the slot's "full" barrier (128
 // arrivals). The producer never waits for its own copies — a stage completes when they land — so
 // the ring (3 stages at d = 128, 4 at d = 64) stays full of keys in flight; it only blocks on a
 // slot's "empty" barrier. The local keys are contiguous but at most T per tile and not aligned to
@@ -45,7 +45,7 @@ struct GatherProducer {
 
   const CallArgs& c;
   uint32_t smem_base;  // shared-window address of the aligned dynamic shared memory
-  int32_t* key_rows;   // [Smem::kKeyRowSlots][128] cache rows of the tiles in flight (-1: zero fill)
+  int32_t* key_rows;   // [Smem::kKeyRowSlots][128] K/V head rows of the tiles in flight (-1: zero fill)
   int tid;             // 0..127
 
   __device__ __forceinline__ uint32_t barrier(int i) const {
@@ -73,7 +73,10 @@ struct GatherProducer {
     if (k.j >= 0) k.page = c.block_table[static_cast<int64_t>(w.b) * c.max_pages_per_seq + k.j / c.page_size];
     return k;
   }
-  __device__ __forceinline__ int32_t finish_resolve(const PendingKey& k) const {
+  // The index of the key's K (and V) head row in the cache, (page · page_size + slot) · G + kv_head
+  // (< 2^31: ws_gather_eligible, host), computed once per key so that the copies below need only a
+  // multiply-add; -1 past the list or for bad data (reported).
+  __device__ __forceinline__ int32_t finish_resolve(const WsUnit& w, const PendingKey& k) const {
     if (k.j == -1) return -1;
     if (k.j == -2) {
       report_error(c, kErrorIndex);
@@ -83,25 +86,40 @@ struct GatherProducer {
       report_error(c, kErrorPage);
       return -1;
     }
-    return k.page * c.page_size + k.j % c.page_size;  // < 2^31: ws_gather_eligible (host)
+    return (k.page * c.page_size + k.j % c.page_size) * c.num_kv_heads + w.kv_head;
   }
 
-  // The tile's rows (resolved in `rows`) of K or V (`base`) into the tile at `tile`; published on
-  // `full` when the copies land.
-  __device__ __forceinline__ void gather_tile(const WsUnit& w, const int32_t* rows, const T* base, uint32_t tile,
+  // The tile's head rows (resolved in `rows`, -1: zero fill) of K or V (`base`, [rows][D]) into the
+  // tile at `tile`; published on `full` when the copies land. 8 threads per row, each copying one
+  // 16-byte chunk of every 64-column block: a warp instruction reads 4 rows × 128 contiguous bytes
+  // and each 8-thread phase writes one row's 8 distinct swizzled chunks (no bank conflict). A thread
+  // serves 16 rows (r = tid / 8 + 16·pass, so r & 7 and its swizzle are the same in every pass) with
+  // one shared-memory read and one multiply-add per row — the copies were issue-bound on address arithmetic
+  // when every 16-byte piece recomputed its 64-bit row offset (Nsight Compute, 2026-12-03).
+  __device__ __forceinline__ void gather_tile(const int32_t* rows, const T* base, uint32_t tile,
                                               uint32_t full) const {
-    const int ch = tid % kChunks;
-    const int r0 = tid / kChunks;
-#pragma unroll 4
-    for (int pass = 0; pass < kChunks; ++pass) {
+    constexpr int kThreadsPerRow = 8;
+    constexpr int kRowsPerPass = 128 / kThreadsPerRow;  // 16
+    constexpr int kPasses = kWsBlockKeys / kRowsPerPass;
+    constexpr int kBlocks = D / 64;  // 64-column blocks: pieces per thread and row
+    const int chunk = tid % kThreadsPerRow;
+    const int r0 = tid / kThreadsPerRow;
+    // This thread's chunk of head row 0; row i is kRowBytes further on per row.
+    constexpr int64_t kRowBytes = D * int64_t{sizeof(T)};
+    const char* const src0 = reinterpret_cast<const char*>(base) + chunk * 16;
+    // Every row first: each copy's asm clobbers memory, so a read between copies would wait for
+    // its predecessor's issue.
+    int32_t row[kPasses];
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) row[pass] = rows[r0 + pass * kRowsPerPass];
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
       const int r = r0 + pass * kRowsPerPass;
-      const int32_t row = rows[r];
-      const uint32_t to = tile + 2u * swizzle<D, kWsBlockKeys>(r, ch);
-      if (row >= 0) {
-        const int64_t offset = (static_cast<int64_t>(row) * c.num_kv_heads + w.kv_head) * D + ch * 8;
-        cp_async_16(to, base + offset, 16);
-      } else {
-        cp_async_16(to, base, 0);
+      // Row -1 (zero fill) reads nothing; its address is row 0's, a valid one.
+      const char* const src = src0 + max(row[pass], 0) * kRowBytes;
+#pragma unroll
+      for (int blk = 0; blk < kBlocks; ++blk) {
+        cp_async_16_or_zeros(tile + 2u * swizzle<D, kWsBlockKeys>(r, blk * 8 + chunk), src + blk * 128, row[pass]);
       }
     }
     cp_async_mbarrier_arrive_noinc(full);
@@ -123,7 +141,7 @@ struct GatherProducer {
       // Tile n's rows sit in ring slot (tiles + n) % 3. Tile 0 is resolved here; tile n + 1 while
       // tile n is issued (its block-table read in flight behind the gathers), its entry a tile earlier.
       key_rows[(tiles % Smem::kKeyRowSlots) * kWsBlockKeys + tid] =
-          finish_resolve(begin_resolve(w, tid, prefetch_entry(w, 0)));
+          finish_resolve(w, begin_resolve(w, tid, prefetch_entry(w, 0)));
       int entry = w.num_blocks > 1 ? prefetch_entry(w, 1) : -1;
       for (int n = 0; n < w.num_blocks; ++n) {
         // Every row of tile n resolved (and visible to the warpgroup); the slot written below for
@@ -133,22 +151,22 @@ struct GatherProducer {
         entry = n + 2 < w.num_blocks ? prefetch_entry(w, n + 2) : -1;
         const RingSlot ks = ring_slot<S>(k_count++);
         mbarrier_wait(barrier(2 + S + ks.index), ks.parity ^ 1u);
-        gather_tile(w, key_rows + (tiles % Smem::kKeyRowSlots) * kWsBlockKeys, k_base,
+        gather_tile(key_rows + (tiles % Smem::kKeyRowSlots) * kWsBlockKeys, k_base,
                     smem_base + static_cast<uint32_t>(Smem::kKOffset + ks.index * Smem::kTileBytes),
                     barrier(2 + ks.index));
-        if (n > 0) load_v(w, key_rows + ((tiles - 1) % Smem::kKeyRowSlots) * kWsBlockKeys, v_base, v_count);
+        if (n > 0) load_v(key_rows + ((tiles - 1) % Smem::kKeyRowSlots) * kWsBlockKeys, v_base, v_count);
         ++tiles;
-        if (n + 1 < w.num_blocks) key_rows[(tiles % Smem::kKeyRowSlots) * kWsBlockKeys + tid] = finish_resolve(next);
+        if (n + 1 < w.num_blocks) key_rows[(tiles % Smem::kKeyRowSlots) * kWsBlockKeys + tid] = finish_resolve(w, next);
       }
-      load_v(w, key_rows + ((tiles - 1) % Smem::kKeyRowSlots) * kWsBlockKeys, v_base, v_count);
+      load_v(key_rows + ((tiles - 1) % Smem::kKeyRowSlots) * kWsBlockKeys, v_base, v_count);
     }
   }
 
-  __device__ __forceinline__ void load_v(const WsUnit& w, const int32_t* rows, const T* v_base, int& v_count) const {
+  __device__ __forceinline__ void load_v(const int32_t* rows, const T* v_base, int& v_count) const {
     constexpr int S = Smem::kStages;
     const RingSlot vs = ring_slot<S>(v_count++);
     mbarrier_wait(barrier(2 + 3 * S + vs.index), vs.parity ^ 1u);
-    gather_tile(w, rows, v_base, smem_base + static_cast<uint32_t>(Smem::kVOffset + vs.index * Smem::kTileBytes),
+    gather_tile(rows, v_base, smem_base + static_cast<uint32_t>(Smem::kVOffset + vs.index * Smem::kTileBytes),
                 barrier(2 + 2 * S + vs.index));
   }
 };
