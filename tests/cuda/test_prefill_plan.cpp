@@ -98,6 +98,18 @@ TEST(PrefillPlan, TileSlotBoundsMatchBruteForce) {
   }
 }
 
+// Whether a schedule's unit lies in [0, row_blocks) × [0, consumers) × [0, batch).
+::testing::AssertionResult CoordsInRange(const prefill::WsUnitCoords& at, int64_t row_blocks, int consumers,
+                                         int batch) {
+  if (at.row_block < 0 || at.row_block >= row_blocks || at.kv_head < 0 || at.kv_head >= consumers || at.b < 0 ||
+      at.b >= batch) {
+    return ::testing::AssertionFailure() << "(row block " << at.row_block << ", consumer " << at.kv_head
+                                         << ", sequence " << at.b << ") outside " << row_blocks << " × " << consumers
+                                         << " × " << batch;
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // The warp-specialised kernels' persistent schedule (prefill_params.h: ws_unit_coords, prefill_shapes.h:
 // dense_row_blocks, ws_grid_ctas): every (row block, KV group, sequence) is taken exactly once over
 // all CTAs, row blocks never increase along a CTA's walk (longest key lists first), and the grid
@@ -118,12 +130,7 @@ TEST(PrefillPlan, WarpSpecializedScheduleCoversEveryUnitOnce) {
       for (int64_t u = cta; u < units; u += ctas) {
         const prefill::WsUnitCoords at =
             prefill::ws_unit_coords(static_cast<int>(u), static_cast<int>(row_blocks), kv_heads, batch);
-        ASSERT_GE(at.row_block, 0);
-        ASSERT_LT(at.row_block, row_blocks);
-        ASSERT_GE(at.kv_head, 0);
-        ASSERT_LT(at.kv_head, kv_heads);
-        ASSERT_GE(at.b, 0);
-        ASSERT_LT(at.b, batch);
+        ASSERT_TRUE(CoordsInRange(at, row_blocks, kv_heads, batch)) << "unit " << u;
         ASSERT_LE(at.row_block, last_block) << "unit " << u << " of CTA " << cta;
         last_block = at.row_block;
         ++seen[(static_cast<size_t>(at.row_block) * batch + at.b) * kv_heads + at.kv_head];
@@ -145,12 +152,7 @@ TEST(PrefillPlan, WarpSpecializedGatheredScheduleWalksOneConsumerAtATime) {
     prefill::WsUnitCoords previous{};
     for (int u = 0; u < units; ++u) {
       const prefill::WsUnitCoords at = prefill::ws_gathered_unit_coords(u, row_blocks, consumers);
-      ASSERT_GE(at.row_block, 0);
-      ASSERT_LT(at.row_block, row_blocks);
-      ASSERT_GE(at.kv_head, 0);
-      ASSERT_LT(at.kv_head, consumers);
-      ASSERT_GE(at.b, 0);
-      ASSERT_LT(at.b, batch);
+      ASSERT_TRUE(CoordsInRange(at, row_blocks, consumers, batch)) << "unit " << u;
       if (u > 0 && at.kv_head == previous.kv_head && at.b == previous.b) {
         ASSERT_EQ(at.row_block, previous.row_block - 1) << "unit " << u;
       } else {
