@@ -33,7 +33,7 @@ cudaError_t launch_ws_lse_attention(ElementType type, int head_dim, const Attent
                                     int ctas, cudaStream_t stream);
 // Warp-specialised sm_90a sparse prefill (ws_sparse_kernels.cu): persistent grid of `ctas` CTAs
 // walking args.row_blocks (tile slots per sequence × row_blocks_per_tile) × consumers × batch units;
-// K/V rows gathered by cp.async (any page size; cache rows < 2^31: ws_gather_eligible).
+// K/V rows gathered by cp.async (any page size; head rows (cache row · G + kv_head) < 2^31: ws_gather_eligible).
 cudaError_t launch_ws_sparse_attention(ElementType type, int head_dim, const AttentionArgs& args, int ctas,
                                        cudaStream_t stream);
 // Warp-specialised sm_90a pooled scores of one wave (ws_pooled_scores_kernels.cu): persistent grid
