@@ -10,10 +10,12 @@
 #   prefill_durations.csv  gpu__time_duration of every LSE / pooled / Top-k launch (128K, --kernels lse,select)
 #   pooled_raw.csv         every metric of one late pooled wave at 32K (--set full), e.g. pipe utilisation
 #   pooled_source.csv      its SASS with warp-stall samples per instruction
+#   reuse_source.csv       the sparse (reuse) kernel's SASS with stall samples at 32K, and
+#   reuse_stalls.md.log    its summary per warp role (bench/ncu_stalls.py)
 #   decode_raw.csv         every metric of the first seven anchor-step kernels (--set full)
 # Each step runs under `timeout`. The commands are the ones that produced docs/perf.md's figures
-# (run one by one on 2026-12-03, about 2 minutes in all on an H200); this script gathering them has
-# not yet run as a whole.
+# (run one by one on 2026-12-03, about 2 minutes in all on an H200; the reuse step in round 5); this
+# script gathering them has not yet run as a whole.
 set -u
 bin=${1:?BIN_DIR}
 out=${2:?OUT_DIR}
@@ -39,6 +41,13 @@ run pooled 200 "$ncu" --clock-control none --set full --import-source no -k rege
   "$prefill" --lens 32768 --dtypes bf16 --layouts contiguous --variants ws_tma --kernels select --reps 1
 "$ncu" -i "$work/pooled.ncu-rep" --page raw --csv >"$work/pooled_raw.csv" 2>&1
 "$ncu" -i "$work/pooled.ncu-rep" --page source --csv --print-source sass >"$work/pooled_source.csv" 2>&1
+# The sparse (reuse) kernel at 32K: every metric and the per-instruction stalls, summarised per warp
+# role by ncu_stalls.py (docs/perf.md "Prefill round 5": how the gather producer's cost was found).
+run reuse 200 "$ncu" --clock-control none --set full --import-source no --kernel-name-base mangled \
+  -k regex:'WsKeysE1E' --launch-count 1 -o "$work/reuse" \
+  "$prefill" --lens 32768 --dtypes bf16 --layouts contiguous --variants ws_tma --kernels select,reuse --reps 1
+"$ncu" -i "$work/reuse.ncu-rep" --page source --csv --print-source sass >"$work/reuse_source.csv" 2>&1
+python3 "$(dirname "$0")/ncu_stalls.py" "$work/reuse_source.csv" >"$work/reuse_stalls.md.log" 2>&1
 if [[ -n "$decode" ]]; then
   run decode 200 "$ncu" --clock-control none --set full -k regex:'decode_kernel|topk_' --launch-count 7 \
     -o "$work/decode" "$decode" --shapes llama --dtypes bf16 --batches 8 --lens 131072 --layouts contiguous --reps 1
