@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# scripts/ship_test.sh — the ship test of kascade-tiny (docs/model.md): the same dev samples of the
+# retrieval tasks for the shipped checkpoint and a candidate (dense attention), then the paired
+# comparison of scripts/compare_checkpoints.py (table + verdict in OUT_DIR/compare.md).
+#   scripts/ship_test.sh KASCADE_BINARY SHIPPED_DIR CANDIDATE_DIR OUT_DIR [kascade eval options...]
+# Environment: LENGTHS (default 16k), SAMPLES per task and length (default 8), TASKS (default the
+# 11 retrieval tasks), MARGIN in points (default 2). Extra options go to both evals, e.g.
+# `--device cuda` on the GPU machine (seconds per 16K sample there; ~30 s each on the 2-core CPU).
+set -euo pipefail
+bin=${1:?KASCADE_BINARY}
+shipped=${2:?SHIPPED_DIR}
+candidate=${3:?CANDIDATE_DIR}
+out=${4:?OUT_DIR}
+shift 4
+here=$(cd "$(dirname "$0")" && pwd)
+tasks=${TASKS:-niah_single_1,niah_single_2,niah_single_3,niah_multikey_1,niah_multikey_2,niah_multikey_3,niah_multivalue,niah_multiquery,kv_retrieval,vt,multihop_qa}
+mkdir -p "$out"
+for which in shipped candidate; do
+  dir=$shipped
+  [[ $which == candidate ]] && dir=$candidate
+  echo "ship_test: $which = $dir"
+  "$bin" eval -m "$dir" --tasks "$tasks" --lengths "${LENGTHS:-16k}" --policies dense --samples "${SAMPLES:-8}" \
+    --split dev --no-plot -o "$out/$which" "$@"
+done
+python3 "$here/compare_checkpoints.py" "$out/shipped" "$out/candidate" --margin "${MARGIN:-2}" --out "$out/compare.md"
