@@ -1,4 +1,5 @@
-// tools/cmd_bench.cpp — `kascade bench e2e`: the end-to-end benchmark of the GPU runtime (issue 7).
+// tools/cmd_bench.cpp — `kascade bench e2e`: the end-to-end benchmark of the GPU runtime (issue 7);
+// `kascade bench prefill` and `kascade bench decode` (the kernel benchmarks) are bench_kernels.h.
 //
 //   kascade bench e2e                                   # the issue's full matrix (below)
 //   kascade bench e2e --lengths 8k --batches 1,2 --decode-steps 16 --json e2e.json   # a short run
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include "bench_e2e_plan.h"
+#include "bench_kernels.h"
 #include "commands.h"
 #include "kascade/runtime.h"
 #include "policy/cpu_backend.h"
@@ -334,12 +336,16 @@ int run_bench(int argc, char** argv) {
   e2e->add_flag("--no-cuda-graph", a.no_cuda_graph, "decode op by op instead of replaying CUDA graphs");
   e2e->add_flag("--no-warmup", a.no_warmup, "skip the short warm-up run before each cell");
   e2e->add_option("--json", a.json, "also write the results as JSON to this file");
+  KernelBench prefill, decode;
+  add_kernel_benches(app, prefill, decode);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  const Status s = run_e2e(a);
+  const Status s = prefill.command->parsed()  ? run_kernel_bench(prefill)
+                   : decode.command->parsed() ? run_kernel_bench(decode)
+                                              : run_e2e(a);
   if (!s.ok()) {
     std::fprintf(stderr, "kascade bench: error: %s\n", s.to_string().c_str());
     return 1;

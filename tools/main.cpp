@@ -22,7 +22,8 @@ const Command kCommands[] = {
      kascade::tools::run_calibrate},
     {"eval", "accuracy and keys attended of attention policies on the long-context task suite",
      kascade::tools::run_eval},
-    {"bench", "benchmarks: `kascade bench e2e` (Llama-3.1-8B shape on the GPU, TTFT and decode speed per policy)",
+    {"bench", "benchmarks on the GPU: `kascade bench e2e` (Llama-3.1-8B shape, TTFT and decode speed per policy), "
+              "`kascade bench prefill` / `decode` (the kernels beside cuDNN)",
      kascade::tools::run_bench},
 };
 

@@ -1,39 +1,21 @@
 // tools/python_script.cpp — locating and running scripts/*.py (python_script.h).
 #include "python_script.h"
 
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
-extern char** environ;
+#include "subprocess.h"
 
 namespace kascade::tools {
 
-namespace fs = std::filesystem;
-
 Result<std::string> find_script(const std::string& name) {
-  std::vector<fs::path> candidates;
-  if (const char* dir = std::getenv("KASCADE_SCRIPTS_DIR")) candidates.push_back(fs::path(dir) / name);
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    fs::path dir = exe.parent_path();
-    for (int up = 0; up < 4 && !dir.empty(); ++up, dir = dir.parent_path()) {
-      candidates.push_back(dir / "scripts" / name);
-      if (dir == dir.root_path()) break;
-    }
+  if (const char* dir = std::getenv("KASCADE_SCRIPTS_DIR")) {
+    const std::filesystem::path p = std::filesystem::path(dir) / name;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(p, ec)) return p.string();
   }
-  candidates.push_back(fs::current_path(ec) / "scripts" / name);
-  std::string looked;
-  for (const fs::path& p : candidates) {
-    if (fs::is_regular_file(p, ec)) return p.string();
-    looked += (looked.empty() ? "" : ", ") + p.string();
-  }
-  return not_found("cannot find scripts/", name, " (looked in ", looked, "; set KASCADE_SCRIPTS_DIR)");
+  return find_repo_file("scripts/" + name);
 }
 
 ScriptRun run_python_script(const std::string& name, const std::vector<std::string>& args) {
@@ -43,25 +25,14 @@ ScriptRun run_python_script(const std::string& name, const std::vector<std::stri
     run.message = script.status().message();
     return run;
   }
-  std::vector<std::string> argv_storage = {"python3", *script};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  pid_t pid = 0;
-  const int spawned = posix_spawnp(&pid, "python3", nullptr, nullptr, argv.data(), environ);
-  if (spawned != 0) {
-    run.message = "cannot start python3 (is it installed?)";
+  std::vector<std::string> script_args = {*script};
+  script_args.insert(script_args.end(), args.begin(), args.end());
+  const Result<int> exit_code = run_program("python3", script_args);
+  if (!exit_code.ok()) {
+    run.message = exit_code.status().message();
     return run;
   }
-  int status = 0;
-  if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status)) {
-    run.message = "python3 " + name + " did not exit normally";
-    return run;
-  }
-  run.exit_code = WEXITSTATUS(status);
+  run.exit_code = *exit_code;
   run.outcome = run.exit_code == 0   ? ScriptOutcome::kOk
                 : run.exit_code == 3 ? ScriptOutcome::kMissingMatplotlib
                                      : ScriptOutcome::kFailed;
