@@ -368,8 +368,8 @@ TEST(PrefillPlan, GatherEligibleLayouts) {
   for (const auto& [pages, page_size, kv_heads, want] :
        {std::tuple{1, 131072, 8, true}, std::tuple{1 << 20, 16, 8, true}, std::tuple{(1 << 27) - 1, 16, 1, true},
         std::tuple{1 << 27, 16, 1, false}, std::tuple{1 << 24, 256, 1, false}, std::tuple{(1 << 23) - 1, 256, 1, true},
-        std::tuple{(1 << 24) - 1, 16, 8, true}, std::tuple{1 << 24, 16, 8, false}, std::tuple{(1 << 20) - 1, 256, 8, true},
-        std::tuple{1 << 20, 256, 8, false}}) {
+        std::tuple{(1 << 24) - 1, 16, 8, true}, std::tuple{1 << 24, 16, 8, false},
+        std::tuple{(1 << 20) - 1, 256, 8, true}, std::tuple{1 << 20, 256, 8, false}}) {
     SCOPED_TRACE(std::to_string(pages) + " pages of " + std::to_string(page_size) + ", " + std::to_string(kv_heads) +
                  " KV heads");
     call.num_pages = pages;

@@ -9,11 +9,12 @@
 // ahead so that its latency hides behind the previous tile's copies) to the index of its K/V head
 // row, stored in a shared ring of 3 × 128 int32 (-1: zero fill); one producer named barrier per
 // tile; then every thread issues its 16-byte cp.async pieces of the tile, 8 threads per row (zero
-// fill past the list and for bad keys), and publishes them with ONE cp.async.mbarrier.arrive.noinc on the slot's "full" barrier (128
-// arrivals). The producer never waits for its own copies — a stage completes when they land — so
-// the ring (3 stages at d = 128, 4 at d = 64) stays full of keys in flight; it only blocks on a
-// slot's "empty" barrier. The local keys are contiguous but at most T per tile and not aligned to
-// the 128-key tiles of the list, so they take the same gather (TMA would gain nothing there).
+// fill past the list and for bad keys), and publishes them with ONE cp.async.mbarrier.arrive.noinc
+// on the slot's "full" barrier (128 arrivals). The producer never waits for its own copies — a
+// stage completes when they land — so the ring (3 stages at d = 128, 4 at d = 64) stays full of keys
+// in flight; it only blocks on a slot's "empty" barrier. The local keys are contiguous but at most
+// T per tile and not aligned to the 128-key tiles of the list, so they take the same gather (TMA
+// would gain nothing there).
 // wgmma reads the tiles through the async proxy: each consumer thread fences (fence.proxy.async)
 // after its wait on a gathered tile's "full" barrier.
 // Bad device data: entries outside [0, bound) set kErrorIndex, page ids outside the cache
@@ -40,8 +41,6 @@ constexpr uint32_t kGatherBarrier = 3;  // named barrier of the producer warpgro
 template <typename T, int D>
 struct GatherProducer {
   using Smem = WsSmem<D, true, WsKeys::kGathered>;
-  static constexpr int kChunks = D / 8;               // 16-byte chunks per row
-  static constexpr int kRowsPerPass = 128 / kChunks;  // rows covered by the warpgroup per pass
 
   const CallArgs& c;
   uint32_t smem_base;  // shared-window address of the aligned dynamic shared memory
@@ -94,8 +93,8 @@ struct GatherProducer {
   // 16-byte chunk of every 64-column block: a warp instruction reads 4 rows × 128 contiguous bytes
   // and each 8-thread phase writes one row's 8 distinct swizzled chunks (no bank conflict). A thread
   // serves 16 rows (r = tid / 8 + 16·pass, so r & 7 and its swizzle are the same in every pass) with
-  // one shared-memory read and one multiply-add per row — the copies were issue-bound on address arithmetic
-  // when every 16-byte piece recomputed its 64-bit row offset (Nsight Compute, 2026-12-03).
+  // one shared-memory read and one multiply-add per row — the copies were issue-bound on address
+  // arithmetic when every 16-byte piece recomputed its 64-bit row offset (Nsight Compute, 2026-12-03).
   __device__ __forceinline__ void gather_tile(const int32_t* rows, const T* base, uint32_t tile,
                                               uint32_t full) const {
     constexpr int kThreadsPerRow = 8;
