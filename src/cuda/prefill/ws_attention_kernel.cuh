@@ -366,6 +366,14 @@ struct Consumer {
     }
   }
 
+  // Keeps the softmax just computed (m_run, l_run depend on all its exponentials) before the next
+  // wgmma wait (pin_before_wait).
+  __device__ __forceinline__ void pin_softmax() const {
+    const float state[4] = {m_run[0], m_run[1], l_run[0], l_run[1]};
+    pin_before_wait(smem_base + static_cast<uint32_t>(Smem::kPinOffset) + 16u * (wg * 4 + warp), state,
+                    gid == 0 && tig == 0);
+  }
+
   __device__ __forceinline__ void rescale_o(const float (&alpha)[2]) {
     if constexpr (kPV) {
 #pragma unroll
@@ -449,8 +457,9 @@ struct Consumer {
           fence_accumulators(s);
           release_k(ks, n == w.num_blocks - 1);
           softmax(s, w, n, row_pos, first_pos, alpha);
-          // (ptxas 13.0 schedules the softmax's MUFU.EX2 after this wait: P·V(n − 1) overlaps only
-          // the masking and the row max; docs/kernels/prefill.md.)
+          // Without the pin, ptxas 13.0 schedules the softmax's MUFU.EX2 after this wait and P·V(n − 1)
+          // overlaps only the masking and the row max (docs/kernels/prefill.md, round 5).
+          pin_softmax();
           wgmma_wait<0>();
           fence_accumulators(o);
           mbarrier_arrive(barrier(2 + 3 * S + vs.index));  // V slot free
