@@ -490,9 +490,9 @@ struct Consumer {
           fence_accumulators(s);
           release_k(ks, n == w.num_blocks - 1);
           softmax(s, w, n, row_pos, first_pos, alpha);
-          // Without the pin, ptxas 13.0 schedules the softmax's MUFU.EX2 after this wait and P·V(n − 1)
-          // overlaps only the masking and the row max (docs/kernels/prefill.md, round 5).
-          pin_softmax();
+          // (ptxas 13.0 schedules the softmax's MUFU.EX2 after this wait: P·V(n − 1) overlaps only
+          // the masking and the row max. Pinning them before it (pin_softmax, as the LSE pass does)
+          // measured 1-3 % slower here: docs/perf.md, prefill round 6.)
           wgmma_wait<0>();
           fence_accumulators(o);
           mbarrier_arrive(barrier(2 + 3 * S + vs.index));  // V slot free
