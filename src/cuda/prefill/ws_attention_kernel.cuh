@@ -366,6 +366,14 @@ struct Consumer {
     }
   }
 
+  // Keeps the softmax just computed (m_run, l_run depend on all its exponentials) before the next
+  // wgmma wait (pin_before_wait).
+  __device__ __forceinline__ void pin_softmax() const {
+    const float state[4] = {m_run[0], m_run[1], l_run[0], l_run[1]};
+    pin_before_wait(smem_base + static_cast<uint32_t>(Smem::kPinOffset) + 16u * (wg * 4 + warp), state,
+                    gid == 0 && tig == 0);
+  }
+
   __device__ __forceinline__ void rescale_o(const float (&alpha)[2]) {
     if constexpr (kPV) {
 #pragma unroll
@@ -421,8 +429,41 @@ struct Consumer {
 
       float s[kKeyTiles][4];
       float alpha[2];
-      // Tile 0 (and every tile of the LSE pass): Q·Kᵀ alone.
-      for (int n = 0; n < (kPV ? 1 : w.num_blocks); ++n) {
+      if constexpr (!kPV) {
+        // LSE pass, tiles in pairs: Q·Kᵀ(n) and Q·Kᵀ(n + 1) issued together, the softmax of n (pinned
+        // before the second wait) overlapping Q·Kᵀ(n + 1). Nothing is in flight across the loop's
+        // edges (ptxas serialises every wgmma otherwise, C7514). An odd count ends on a dummy product
+        // of the last tile's slot, whose softmax masks every key (m and l unchanged); that slot and Q
+        // are freed after the loop.
+        float s_next[kKeyTiles][4];
+        RingSlot last{};
+        for (int n = 0; n < w.num_blocks; n += 2) {
+          const RingSlot ka = ring_slot<S>(k_count++);
+          wait_full(barrier(2 + ka.index), ka.parity);
+          RingSlot kb = ka;
+          if (n + 1 < w.num_blocks) {
+            kb = ring_slot<S>(k_count++);
+            wait_full(barrier(2 + kb.index), kb.parity);
+          }
+          turn_begin();
+          issue_qk<T, D>(q_tile, wg_row0, k_tile(ka), s);
+          issue_qk<T, D>(q_tile, wg_row0, k_tile(kb), s_next);
+          turn_end();
+          wgmma_wait<1>();
+          fence_accumulators(s);
+          if (n + 1 < w.num_blocks) release_k(ka, false);
+          softmax(s, w, n, row_pos, first_pos, alpha);
+          pin_softmax();
+          wgmma_wait<0>();
+          fence_accumulators(s_next);
+          softmax(s_next, w, n + 1, row_pos, first_pos, alpha);
+          if (n + 2 < w.num_blocks) release_k(kb, false);
+          last = kb;
+        }
+        release_k(last, true);
+      }
+      // Tile 0 of the attention kernels: Q·Kᵀ alone.
+      for (int n = 0; n < (kPV ? 1 : 0); ++n) {
         const RingSlot ks = ring_slot<S>(k_count++);
         wait_full(barrier(2 + ks.index), ks.parity);
         turn_begin();
@@ -450,7 +491,8 @@ struct Consumer {
           release_k(ks, n == w.num_blocks - 1);
           softmax(s, w, n, row_pos, first_pos, alpha);
           // (ptxas 13.0 schedules the softmax's MUFU.EX2 after this wait: P·V(n − 1) overlaps only
-          // the masking and the row max; docs/kernels/prefill.md.)
+          // the masking and the row max. Pinning them before it (pin_softmax, as the LSE pass does)
+          // measured 1-3 % slower here: docs/perf.md, prefill round 6.)
           wgmma_wait<0>();
           fence_accumulators(o);
           mbarrier_arrive(barrier(2 + 3 * S + vs.index));  // V slot free

@@ -25,8 +25,9 @@ namespace kascade::cuda::prefill::ws {
 // a gathered list (Top-k entries, then local keys; K/V rows gathered key by key).
 enum class WsKeys { kCausal, kGathered };
 
-// Shared memory: Q [128][D], K ring [kStages][128][D], V ring (kPV), then the mbarriers and, for
-// gathered key lists, a ring of kKeyRowSlots × 128 resolved K/V head rows (int32) of the tiles in flight.
+// Shared memory: Q [128][D], K ring [kStages][128][D], V ring (kPV), then the mbarriers, for
+// gathered key lists a ring of kKeyRowSlots × 128 resolved K/V head rows (int32) of the tiles in
+// flight, and 16 bytes per consumer warp for its scheduling pins.
 // Every tile in the swizzle<> layout, 1024-byte aligned. At least 120 KB, so one CTA owns a
 // multiprocessor (setmaxnreg.inc then always finds the producer's released registers).
 template <int D, bool kPV, WsKeys kKeys = WsKeys::kCausal>
@@ -44,7 +45,10 @@ struct WsSmem {
   static constexpr size_t kKeyRowsOffset = kBarrierOffset + kBarriers * 8;
   static constexpr size_t kKeyRowsBytes =
       kKeys == WsKeys::kGathered ? size_t(kKeyRowSlots) * kWsBlockKeys * sizeof(int32_t) : 0;
-  static constexpr size_t kUsed = kKeyRowsOffset + kKeyRowsBytes + kSmemAlignSlack;
+  // The consumers' scheduling pins (pin_before_wait): 16 bytes per consumer warp, never read.
+  static constexpr size_t kPinOffset = (kKeyRowsOffset + kKeyRowsBytes + 15) / 16 * 16;
+  static constexpr size_t kPinBytes = size_t(kWsConsumerGroups) * 4 * 16;
+  static constexpr size_t kUsed = kPinOffset + kPinBytes + kSmemAlignSlack;
   static constexpr size_t kBytes = kUsed > size_t{120} << 10 ? kUsed : size_t{120} << 10;
   static_assert(kUsed <= 227 * 1024, "shared memory per block");
 };

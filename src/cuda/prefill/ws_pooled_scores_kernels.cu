@@ -43,7 +43,8 @@ namespace {
 inline int ws_pool_m_tiles(int rows_per_tile) { return rows_per_tile <= 64 ? 1 : rows_per_tile <= 128 ? 2 : 4; }
 
 // Shared memory: Q [kMTiles·64][D], K ring [kStages][128][D], the column partials
-// [2 warpgroups][2 buffers][4 warps][128] fp32, then q_full, q_empty, k_full[S], k_empty[S].
+// [2 warpgroups][2 buffers][4 warps][128] fp32, then q_full, q_empty, k_full[S], k_empty[S], and
+// 128 bytes per consumer warp for its scheduling pins.
 template <int D, int kMTiles>
 struct WsPoolSmem {
   static constexpr int kRows = kMTiles * 64;
@@ -53,7 +54,10 @@ struct WsPoolSmem {
   static constexpr size_t kReduceOffset = kKOffset + kStages * kTileBytes;
   static constexpr size_t kReduceFloats = size_t(kWsConsumerGroups) * 2 * 4 * kWsBlockKeys;
   static constexpr size_t kBarrierOffset = kReduceOffset + kReduceFloats * sizeof(float);
-  static constexpr size_t kUsed = kBarrierOffset + (2 + 2 * size_t(kStages)) * 8 + kSmemAlignSlack;
+  // The consumers' scheduling pins (ws::pin_before_wait): a thread's column partials, 128 bytes per warp.
+  static constexpr size_t kPinOffset = (kBarrierOffset + (2 + 2 * size_t(kStages)) * 8 + 15) / 16 * 16;
+  static constexpr size_t kPinBytes = size_t(kWsConsumerGroups) * 4 * 128;
+  static constexpr size_t kUsed = kPinOffset + kPinBytes + kSmemAlignSlack;
   static constexpr size_t kBytes = kUsed > size_t{120} << 10 ? kUsed : size_t{120} << 10;
   static_assert(kUsed <= 227 * 1024, "shared memory per block");
 };
@@ -229,6 +233,13 @@ struct PoolConsumer {
           fence_accumulators(sa);
           accumulate_columns<kMax>(sa, c.scale_log2, lse2[0], col);
           if constexpr (kMTiles == 2) {
+            // m-tile 0's exponentials before the wait for m-tile 1's product, which they overlap
+            // (ptxas 13.0 otherwise sinks most of them past the wait).
+            float partials[2 * kKeyTiles];
+#pragma unroll
+            for (int i = 0; i < 2 * kKeyTiles; ++i) partials[i] = col[i / 2][i % 2];
+            ws::pin_before_wait(smem_base + static_cast<uint32_t>(Smem::kPinOffset) + 128u * (wg * 4 + warp), partials,
+                                gid == 0 && tig == 0);
             ws::wgmma_wait<0>();
             fence_accumulators(sb);
             accumulate_columns<kMax>(sb, c.scale_log2, lse2[1], col);

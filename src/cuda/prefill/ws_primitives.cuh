@@ -99,6 +99,28 @@ __device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threa
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// ---- scheduling pin: work that must finish before a wgmma wait
+//
+// ptxas 13.0 sinks independent arithmetic (the softmax's MUFU.EX2) past `wgmma.wait_group`, so work
+// meant to overlap an in-flight wgmma runs after it instead (docs/kernels/prefill.md, round 5).
+// A shared-memory store does not move past the wait, and an instruction cannot issue before its
+// operands exist: storing values that depend on that work, before the wait, keeps the work there.
+// Lane 0 of each warp stores into the warp's own `slot` (nobody reads it; no two threads write the
+// same bytes), kValues / 4 16-byte stores. The other lanes compute the same instructions (SIMT),
+// so their work is pinned as well.
+template <int kValues>
+__device__ __forceinline__ void pin_before_wait(uint32_t slot, const float (&v)[kValues], bool lane0) {
+  static_assert(kValues % 4 == 0, "whole 16-byte stores");
+#pragma unroll
+  for (int i = 0; i < kValues; i += 4) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.u32 p, %5, 0;\n@p st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n}\n" ::"r"(
+            slot + 4u * i),
+        "f"(v[i]), "f"(v[i + 1]), "f"(v[i + 2]), "f"(v[i + 3]), "r"(static_cast<uint32_t>(lane0))
+        : "memory");
+  }
+}
+
 // ---- register reallocation between warpgroups (all threads of the warpgroup execute it)
 
 template <uint32_t kRegs>
