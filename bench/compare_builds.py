@@ -8,7 +8,7 @@ GPU's clock or temperature shows up as disagreement between runs instead of as a
 table gives every run's time per (configuration, kernel) and each build's change against the first,
 from the medians over the runs.
 
-  bench/compare_builds.py [--runs 2] [--out table.md] [--json all.json] NAME=BINARY NAME=BINARY ... -- BENCH_ARGS...
+  bench/compare_builds.py [--runs 2] [--out table.md] NAME=BINARY NAME=BINARY ... -- BENCH_ARGS...
 
 BENCH_ARGS go to every binary unchanged, plus --json FILE (the binaries' own result files, which
 this script reads: kascade_bench_prefill's "records", kascade_bench_decode's "results"). A binary
@@ -55,7 +55,8 @@ def timings(path):
             config = f"{r['shape']} {r['dtype']} B={r['batch']} L={r['len']} {r['layout']}"
             out[(config, r["op"])] = float(r["median_us"]) / 1000.0
     else:
-        raise ValueError(f"{path}: neither 'records' (kascade_bench_prefill) nor 'results' (kascade_bench_decode)")
+        raise SystemExit(f"compare_builds.py: {path}: neither 'records' (kascade_bench_prefill) nor 'results' "
+                         "(kascade_bench_decode): not a result file of our benchmarks")
     return out
 
 
@@ -84,10 +85,7 @@ def run_all(builds, runs, bench_args, work):
 
 def table(builds, results):
     names = [n for n, _ in builds]
-    keys = []
-    for n in names:
-        for run in results[n]:
-            keys.extend(k for k in run if k not in keys)
+    keys = list(dict.fromkeys(k for n in names for run in results[n] for k in run))  # first-seen order
     head = ["configuration", "kernel"] + [f"{n} ms (runs)" for n in names] + [f"{n} vs {names[0]}" for n in names[1:]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key in keys:
@@ -112,7 +110,6 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=2, help="rounds over all builds (default 2)")
     ap.add_argument("--out", default="", help="write the markdown table here too")
-    ap.add_argument("--json", default="", help="write every run's timings here")
     ap.add_argument("builds", nargs="+", help="NAME=BINARY, two or more; the first is the baseline")
     args = ap.parse_args(argv[:split])
     if args.runs < 1:
@@ -125,10 +122,6 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({n: [[{"configuration": k[0], "kernel": k[1], "ms": v} for k, v in run.items()]
-                           for run in results[n]] for n, _ in builds}, f, indent=1)
 
 
 if __name__ == "__main__":

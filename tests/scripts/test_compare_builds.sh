@@ -2,8 +2,8 @@
 # tests/scripts/test_compare_builds.sh — bench/compare_builds.py with stand-in benchmark binaries (no
 # GPU): the builds run in turns (A B A B), each with exactly the given options plus --json; the table
 # holds every run's time and each build's change against the first from the medians; the decode
-# benchmark's result format is read too; a failing binary, a missing one and bad arguments stop it
-# with a message naming the problem.
+# benchmark's result format is read too; a result file of neither format, a failing binary, a missing
+# one and bad arguments stop it with a message naming the problem.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
@@ -18,7 +18,9 @@ n=\$(grep -c "^$1 " "$work/calls")
 ms=\$(python3 -c "print($3 + 0.5 * (\$n - 1))")   # run 1: $3, run 2: $3 + 0.5, ...
 while [[ \$# -gt 0 ]]; do
   if [[ \$1 == --json ]]; then
-    if [[ $2 == prefill ]]; then
+    if [[ $2 == other ]]; then
+      echo '{"rows": []}' > "\$2"
+    elif [[ $2 == prefill ]]; then
       echo "{\"records\": [{\"kernel\": \"lse\", \"variant\": \"ws_tma\", \"dtype\": \"bf16\", \"layout\": \"contiguous\", \"L\": 32768, \"ms\": \$ms}]}" > "\$2"
     else
       echo "{\"results\": [{\"shape\": \"llama\", \"dtype\": \"bf16\", \"batch\": 8, \"len\": 131072, \"layout\": \"paged\", \"op\": \"topk\", \"median_us\": \$(python3 -c "print(\$ms * 1000)")}]}" > "\$2"
@@ -45,6 +47,11 @@ stand_in d_old decode 0.1
 stand_in d_new decode 0.2
 py --runs 1 a="$work/d_old" b="$work/d_new" -- --batches 8 || fail "decode format"
 grep -qF "| llama bf16 B=8 L=131072 paged | topk | 0.1 | 0.2 | +100.0 % |" "$work/log" || fail "decode table"
+
+stand_in o_old other 1
+stand_in o_new other 1
+if py a="$work/o_old" b="$work/o_new" -- --x; then fail "a foreign result file passed"; fi
+grep -q "not a result file of our benchmarks" "$work/log" || fail "foreign-format message"
 
 touch "$work/new.fail"
 if py old="$work/old" new="$work/new" -- --lens 8; then fail "a failing build passed"; fi
