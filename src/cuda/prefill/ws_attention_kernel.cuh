@@ -315,6 +315,16 @@ struct Consumer {
     named_barrier_arrive(kPingPongBarrier0 + (wg ^ 1), kConsumerThreads);
   }
 
+  // t[0] = max of t[0 .. 2·kWidth): halving steps, every index a compile-time constant (registers only).
+  template <int kWidth, int kN>
+  __device__ __forceinline__ static void tree_max(float (&t)[kN]) {
+    if constexpr (kWidth >= 1) {
+#pragma unroll
+      for (int i = 0; i < kWidth; ++i) t[i] = fmaxf(t[i], t[i + kWidth]);
+      tree_max<kWidth / 2>(t);
+    }
+  }
+
   // Masks keys past each row's position, then the online softmax: s becomes p = 2^(s·c − m·c); m, l
   // updated; returns the rescale factors. Causal lists: key i is position i, masked only on tiles
   // past the warpgroup's first position. Gathered lists: key i at gathered_key_position (entries of
@@ -345,9 +355,14 @@ struct Consumer {
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float mx = m_run[h];
+      // The row max as a tree (depth log2(2·kKeyTiles) + 1 instead of a chain of kKeyTiles + 1): the
+      // exponentials wait for it. max is exact, so any order gives the same bits.
+      static_assert((kKeyTiles & (kKeyTiles - 1)) == 0, "a power of two for the tree");
+      float t[kKeyTiles];
 #pragma unroll
-      for (int nt = 0; nt < kKeyTiles; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+      for (int nt = 0; nt < kKeyTiles; ++nt) t[nt] = fmaxf(s[nt][2 * h], s[nt][2 * h + 1]);
+      tree_max<kKeyTiles / 2>(t);
+      float mx = fmaxf(m_run[h], t[0]);
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       // Products never fused: an unchanged max gives alpha = 2^0 = 1 exactly (masked tiles leave
