@@ -242,12 +242,13 @@ template <typename T, int D, int kQRows = kWsBlockRows>
 __device__ __forceinline__ void issue_qk(uint32_t q_tile, int wg_row0, uint32_t k_tile, float (&s)[16][4]) {
   fence_accumulators(s);
   wgmma_fence();
+  const uint64_t desc_a = sw128_descriptor(q_tile + wg_row0 * 128);
+  const uint64_t desc_b = sw128_descriptor(k_tile);
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
     const uint32_t k_offset = (ks & 3) * 32;  // 16 elements = 32 bytes into the 128-byte row
-    const uint32_t a = q_tile + (ks >> 2) * (kQRows * 128) + wg_row0 * 128 + k_offset;
-    const uint32_t b = k_tile + (ks >> 2) * (kWsBlockKeys * 128) + k_offset;
-    WgmmaQk128<T>::mma(s, sw128_descriptor(a), sw128_descriptor(b), ks > 0 ? 1 : 0);
+    WgmmaQk128<T>::mma(s, advance_descriptor(desc_a, (ks >> 2) * (kQRows * 128) + k_offset),
+                       advance_descriptor(desc_b, (ks >> 2) * (kWsBlockKeys * 128) + k_offset), ks > 0 ? 1 : 0);
   }
   wgmma_commit();
 }
@@ -259,10 +260,10 @@ __device__ __forceinline__ void issue_pv(const uint32_t (&pa)[kWsBlockKeys / 16]
                                          float (&o)[D / 8][4]) {
   fence_accumulators(o);
   wgmma_fence();
+  const uint64_t desc_v = sw128_descriptor(v_tile, kWsBlockKeys * 128, 1024);
 #pragma unroll
   for (int kk = 0; kk < kWsBlockKeys / 16; ++kk) {
-    const uint64_t desc = sw128_descriptor(v_tile + kk * 16 * 128, kWsBlockKeys * 128, 1024);
-    WgmmaPv<T, D>::mma(o, pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3], desc);
+    WgmmaPv<T, D>::mma(o, pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3], advance_descriptor(desc_v, kk * 16 * 128));
   }
   wgmma_commit();
 }
@@ -591,7 +592,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
   __syncthreads();
 
-  const int warpgroup = threadIdx.x / 128;
+  const int warpgroup = warpgroup_index();
   if (warpgroup == 0) {
     release_registers<kProducerRegs>();
     if constexpr (kGathered) {
