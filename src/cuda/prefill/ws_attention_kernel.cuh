@@ -279,6 +279,7 @@ struct Consumer {
   static constexpr bool kGathered = kKeys == WsKeys::kGathered;
   using Mma = Mma16<T>;
   static constexpr int kKeyTiles = kWsBlockKeys / 8;  // 16 accumulator column groups of 8
+  static constexpr float kRescaleSlack = 8.0f;         // log2 units the reference max may lag (softmax)
 
   const AttentionArgs& args;
   const CallArgs& c;
@@ -366,11 +367,19 @@ struct Consumer {
       float mx = fmaxf(m_run[h], t[0]);
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      // Products never fused: an unchanged max gives alpha = 2^0 = 1 exactly (masked tiles leave
-      // the state bit-identical).
-      const float m_scaled = mx == -INFINITY ? 0.0f : __fmul_rn(mx, c_log2);
+      // The attention kernels keep the reference max m_run while the tile's max exceeds it by at most
+      // kRescaleSlack in the exp2 domain (p ≤ 2^kRescaleSlack: exact in fp32 / f16 / bf16 P, the same
+      // softmax since o and l share the reference), so most tiles leave o unscaled (FA4's conditional
+      // rescaling); the LSE pass has no o and always moves it. NaN (−inf − −inf) moves it too.
+      float m_ref = mx;
+      if constexpr (kPV) {
+        if (__fmul_rn(mx, c_log2) - __fmul_rn(m_run[h], c_log2) <= kRescaleSlack) m_ref = m_run[h];
+      }
+      // Products never fused: an unchanged reference gives alpha = 2^0 = 1 exactly (masked tiles
+      // leave the state bit-identical).
+      const float m_scaled = m_ref == -INFINITY ? 0.0f : __fmul_rn(m_ref, c_log2);
       alpha[h] = fast_exp2(__fmul_rn(m_run[h], c_log2) - m_scaled);  // m_run = -inf: 0
-      m_run[h] = mx;
+      m_run[h] = m_ref;
       float sum = 0.0f;
 #pragma unroll
       for (int nt = 0; nt < kKeyTiles; ++nt) {
@@ -390,8 +399,10 @@ struct Consumer {
                     gid == 0 && tig == 0);
   }
 
+  // o *= alpha per row, skipped when no row of the warp moved its reference max (alpha = 1 exactly).
   __device__ __forceinline__ void rescale_o(const float (&alpha)[2]) {
     if constexpr (kPV) {
+      if (!__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) return;
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt) {
         o[dt][0] *= alpha[0];
