@@ -489,20 +489,19 @@ struct Consumer {
         }
         release_k(last, true);
       }
-      // Tile 0 of the attention kernels: Q·Kᵀ alone.
-      for (int n = 0; n < (kPV ? 1 : 0); ++n) {
-        const RingSlot ks = ring_slot<S>(k_count++);
-        wait_full(barrier(2 + ks.index), ks.parity);
+      if constexpr (kPV) {
+        // Tile 0: Q·Kᵀ alone.
+        const RingSlot k0 = ring_slot<S>(k_count++);
+        wait_full(barrier(2 + k0.index), k0.parity);
         turn_begin();
-        issue_qk<T, D>(q_tile, wg_row0, k_tile(ks), s);
+        issue_qk<T, D>(q_tile, wg_row0, k_tile(k0), s);
         turn_end();
         wgmma_wait<0>();
         fence_accumulators(s);
-        release_k(ks, n == w.num_blocks - 1);
-        softmax(s, w, n, row_pos, first_pos, alpha);
-        if constexpr (kPV) pack_p(s);  // o is still zero: no rescale
-      }
-      if constexpr (kPV) {
+        release_k(k0, w.num_blocks == 1);
+        softmax(s, w, 0, row_pos, first_pos, alpha);
+        pack_p(s);  // o is still zero: no rescale
+
         // Tiles 1..: Q·Kᵀ(n) and P·V(n − 1) issued together; the softmax of tile n overlaps P·V(n − 1).
         for (int n = 1; n < w.num_blocks; ++n) {
           const RingSlot ks = ring_slot<S>(k_count++);
