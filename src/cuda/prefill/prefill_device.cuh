@@ -223,6 +223,15 @@ __device__ __forceinline__ uint64_t sw128_descriptor(uint32_t smem_byte_address,
   return desc;
 }
 
+// The descriptor of a tile `bytes` further on (a multiple of 16, still inside shared memory): only
+// the start-address field (bits 0-13, 16-byte units) moves, and it cannot carry (shared memory <
+// 2^18 bytes), so a 32-bit add on the low word does it — one instruction per wgmma instead of
+// rebuilding the descriptor from the address.
+__device__ __forceinline__ uint64_t advance_descriptor(uint64_t desc, uint32_t bytes) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
+  return (desc & 0xFFFFFFFF00000000ull) | lo;
+}
+
 template <typename T>
 struct Wgmma64;
 template <typename T, int N>

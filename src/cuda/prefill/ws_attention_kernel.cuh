@@ -242,12 +242,13 @@ template <typename T, int D, int kQRows = kWsBlockRows>
 __device__ __forceinline__ void issue_qk(uint32_t q_tile, int wg_row0, uint32_t k_tile, float (&s)[16][4]) {
   fence_accumulators(s);
   wgmma_fence();
+  const uint64_t desc_a = sw128_descriptor(q_tile + wg_row0 * 128);
+  const uint64_t desc_b = sw128_descriptor(k_tile);
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
     const uint32_t k_offset = (ks & 3) * 32;  // 16 elements = 32 bytes into the 128-byte row
-    const uint32_t a = q_tile + (ks >> 2) * (kQRows * 128) + wg_row0 * 128 + k_offset;
-    const uint32_t b = k_tile + (ks >> 2) * (kWsBlockKeys * 128) + k_offset;
-    WgmmaQk128<T>::mma(s, sw128_descriptor(a), sw128_descriptor(b), ks > 0 ? 1 : 0);
+    WgmmaQk128<T>::mma(s, advance_descriptor(desc_a, (ks >> 2) * (kQRows * 128) + k_offset),
+                       advance_descriptor(desc_b, (ks >> 2) * (kWsBlockKeys * 128) + k_offset), ks > 0 ? 1 : 0);
   }
   wgmma_commit();
 }
@@ -259,10 +260,10 @@ __device__ __forceinline__ void issue_pv(const uint32_t (&pa)[kWsBlockKeys / 16]
                                          float (&o)[D / 8][4]) {
   fence_accumulators(o);
   wgmma_fence();
+  const uint64_t desc_v = sw128_descriptor(v_tile, kWsBlockKeys * 128, 1024);
 #pragma unroll
   for (int kk = 0; kk < kWsBlockKeys / 16; ++kk) {
-    const uint64_t desc = sw128_descriptor(v_tile + kk * 16 * 128, kWsBlockKeys * 128, 1024);
-    WgmmaPv<T, D>::mma(o, pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3], desc);
+    WgmmaPv<T, D>::mma(o, pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3], advance_descriptor(desc_v, kk * 16 * 128));
   }
   wgmma_commit();
 }
@@ -278,6 +279,7 @@ struct Consumer {
   static constexpr bool kGathered = kKeys == WsKeys::kGathered;
   using Mma = Mma16<T>;
   static constexpr int kKeyTiles = kWsBlockKeys / 8;  // 16 accumulator column groups of 8
+  static constexpr float kRescaleSlack = 8.0f;         // log2 units the reference max may lag (softmax)
 
   const AttentionArgs& args;
   const CallArgs& c;
@@ -315,6 +317,16 @@ struct Consumer {
     named_barrier_arrive(kPingPongBarrier0 + (wg ^ 1), kConsumerThreads);
   }
 
+  // t[0] = max of t[0 .. 2·kWidth): halving steps, every index a compile-time constant (registers only).
+  template <int kWidth, int kN>
+  __device__ __forceinline__ static void tree_max(float (&t)[kN]) {
+    if constexpr (kWidth >= 1) {
+#pragma unroll
+      for (int i = 0; i < kWidth; ++i) t[i] = fmaxf(t[i], t[i + kWidth]);
+      tree_max<kWidth / 2>(t);
+    }
+  }
+
   // Masks keys past each row's position, then the online softmax: s becomes p = 2^(s·c − m·c); m, l
   // updated; returns the rescale factors. Causal lists: key i is position i, masked only on tiles
   // past the warpgroup's first position. Gathered lists: key i at gathered_key_position (entries of
@@ -345,16 +357,29 @@ struct Consumer {
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float mx = m_run[h];
+      // The row max as a tree (depth log2(2·kKeyTiles) + 1 instead of a chain of kKeyTiles + 1): the
+      // exponentials wait for it. max is exact, so any order gives the same bits.
+      static_assert((kKeyTiles & (kKeyTiles - 1)) == 0, "a power of two for the tree");
+      float t[kKeyTiles];
 #pragma unroll
-      for (int nt = 0; nt < kKeyTiles; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+      for (int nt = 0; nt < kKeyTiles; ++nt) t[nt] = fmaxf(s[nt][2 * h], s[nt][2 * h + 1]);
+      tree_max<kKeyTiles / 2>(t);
+      float mx = fmaxf(m_run[h], t[0]);
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      // Products never fused: an unchanged max gives alpha = 2^0 = 1 exactly (masked tiles leave
-      // the state bit-identical).
-      const float m_scaled = mx == -INFINITY ? 0.0f : __fmul_rn(mx, c_log2);
+      // The attention kernels keep the reference max m_run while the tile's max exceeds it by at most
+      // kRescaleSlack in the exp2 domain (p ≤ 2^kRescaleSlack: exact in fp32 / f16 / bf16 P, the same
+      // softmax since o and l share the reference), so most tiles leave o unscaled (FA4's conditional
+      // rescaling); the LSE pass has no o and always moves it. NaN (−inf − −inf) moves it too.
+      float m_ref = mx;
+      if constexpr (kPV) {
+        if (__fmul_rn(mx, c_log2) - __fmul_rn(m_run[h], c_log2) <= kRescaleSlack) m_ref = m_run[h];
+      }
+      // Products never fused: an unchanged reference gives alpha = 2^0 = 1 exactly (masked tiles
+      // leave the state bit-identical).
+      const float m_scaled = m_ref == -INFINITY ? 0.0f : __fmul_rn(m_ref, c_log2);
       alpha[h] = fast_exp2(__fmul_rn(m_run[h], c_log2) - m_scaled);  // m_run = -inf: 0
-      m_run[h] = mx;
+      m_run[h] = m_ref;
       float sum = 0.0f;
 #pragma unroll
       for (int nt = 0; nt < kKeyTiles; ++nt) {
@@ -374,8 +399,10 @@ struct Consumer {
                     gid == 0 && tig == 0);
   }
 
+  // o *= alpha per row, skipped when no row of the warp moved its reference max (alpha = 1 exactly).
   __device__ __forceinline__ void rescale_o(const float (&alpha)[2]) {
     if constexpr (kPV) {
+      if (!__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) return;
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt) {
         o[dt][0] *= alpha[0];
@@ -462,20 +489,19 @@ struct Consumer {
         }
         release_k(last, true);
       }
-      // Tile 0 of the attention kernels: Q·Kᵀ alone.
-      for (int n = 0; n < (kPV ? 1 : 0); ++n) {
-        const RingSlot ks = ring_slot<S>(k_count++);
-        wait_full(barrier(2 + ks.index), ks.parity);
+      if constexpr (kPV) {
+        // Tile 0: Q·Kᵀ alone.
+        const RingSlot k0 = ring_slot<S>(k_count++);
+        wait_full(barrier(2 + k0.index), k0.parity);
         turn_begin();
-        issue_qk<T, D>(q_tile, wg_row0, k_tile(ks), s);
+        issue_qk<T, D>(q_tile, wg_row0, k_tile(k0), s);
         turn_end();
         wgmma_wait<0>();
         fence_accumulators(s);
-        release_k(ks, n == w.num_blocks - 1);
-        softmax(s, w, n, row_pos, first_pos, alpha);
-        if constexpr (kPV) pack_p(s);  // o is still zero: no rescale
-      }
-      if constexpr (kPV) {
+        release_k(k0, w.num_blocks == 1);
+        softmax(s, w, 0, row_pos, first_pos, alpha);
+        pack_p(s);  // o is still zero: no rescale
+
         // Tiles 1..: Q·Kᵀ(n) and P·V(n − 1) issued together; the softmax of tile n overlaps P·V(n − 1).
         for (int n = 1; n < w.num_blocks; ++n) {
           const RingSlot ks = ring_slot<S>(k_count++);
@@ -576,7 +602,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
   __syncthreads();
 
-  const int warpgroup = threadIdx.x / 128;
+  const int warpgroup = warpgroup_index();
   if (warpgroup == 0) {
     release_registers<kProducerRegs>();
     if constexpr (kGathered) {

@@ -305,7 +305,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
   __syncthreads();
 
-  const int warpgroup = threadIdx.x / 128;
+  const int warpgroup = ws::warpgroup_index();
   if (warpgroup == 0) {
     ws::release_registers<ws::kProducerRegs>();
     PoolProducer<T, D, kMTiles> producer{{args.call, maps, smem_base, static_cast<int>(threadIdx.x)}};

@@ -121,6 +121,13 @@ __device__ __forceinline__ void pin_before_wait(uint32_t slot, const float (&v)[
   }
 }
 
+// threadIdx.x / 128 through a shuffle from lane 0: ptxas then knows the value is the same in the
+// whole warp and keeps what derives from it (the consumers' Q row offset, hence their wgmma
+// descriptors) in uniform registers, instead of moving it over with R2UR before every wgmma.
+__device__ __forceinline__ int warpgroup_index() {
+  return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+}
+
 // ---- register reallocation between warpgroups (all threads of the warpgroup execute it)
 
 template <uint32_t kRegs>
