@@ -121,6 +121,7 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
   topk.first_digit_counted = 1;
   topk.chunk = plan.topk.chunk;
   topk.max_chunks = plan.topk.max_chunks;
+  topk.by_rows = plan.topk.by_rows ? 1 : 0;
   topk.max_seq_len = plan.shape.max_seq_len;
   topk.num_rows = plan.options.pooling.num_rows;
   topk.k_max = rows.k_max;
