@@ -15,7 +15,8 @@
 // the median of --reps replays is reported with the bytes the op must move at least.
 //   kascade_bench_decode [--shapes llama,d64] [--dtypes f16,bf16] [--batches 1,8,64]
 //                        [--lens 8192,32768,131072] [--layouts contiguous,paged] [--reps 15]
-//                        [--json results.json]
+//                        [--topk auto|chunked|rows] [--json results.json]
+// --topk forces the Top-k kernels of the anchors and of the stand-alone Top-k (default: the plan's choice).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -54,6 +55,7 @@ struct Options {
   std::vector<std::string> layouts = {"contiguous", "paged"};
   int reps = 15;
   double mem_limit_gb = 110.0;
+  cuda::TopkAlgorithm topk = cuda::TopkAlgorithm::kAuto;
   std::string json;
 };
 
@@ -77,6 +79,12 @@ Options parse(int argc, char** argv) {
     else if (key == "--reps") o.reps = std::stoi(value);
     else if (key == "--mem-limit-gb") o.mem_limit_gb = std::stod(value);
     else if (key == "--json") o.json = value;
+    else if (key == "--topk") {
+      if (value == "auto") o.topk = cuda::TopkAlgorithm::kAuto;
+      else if (value == "chunked") o.topk = cuda::TopkAlgorithm::kChunked;
+      else if (value == "rows") o.topk = cuda::TopkAlgorithm::kByRows;
+      else { std::fprintf(stderr, "--topk is '%s'; expected auto, chunked or rows\n", value.c_str()); std::exit(2); }
+    }
     else { std::fprintf(stderr, "unknown option %s\n", key.c_str()); std::exit(2); }
   }
   return o;
@@ -217,6 +225,7 @@ void run_config(const Shape& shape, DType dtype, int32_t batch, int32_t len, con
   cuda::AnchorOptions a0_opts;
   a0_opts.pooling.num_rows = g;
   a0_opts.dense_output = true;
+  a0_opts.topk_algorithm = opt.topk;
   auto a0_plan = cuda::plan_anchor_decode(s, a0_opts);
   BENCH_OK(a0_plan.status());
   cuda::AnchorOptions a_opts = a0_opts;
@@ -266,7 +275,8 @@ void run_config(const Shape& shape, DType dtype, int32_t batch, int32_t len, con
   DecodeIndexRows r2{rows2.as<int32_t>(), lens2.as<int32_t>(), batch, g, k_max, IndexGranularity::kPerKvGroup};
   cudaGraphExec_t topk_exec = timer.capture([&](cudaStream_t st) {
     return cuda::radix_topk_decode(cuda::anchor_pooled_scores(*a_plan, a_ws.p), a_plan->logits_stride, kv.kv_lens,
-                                   batch, len, a_opts.budget, nullptr, r2, topk_scratch.p, flags.as<uint32_t>(), st);
+                                   batch, len, a_opts.budget, nullptr, r2, topk_scratch.p, flags.as<uint32_t>(), st,
+                                   opt.topk);
   });
   std::vector<std::pair<std::string, cudaGraphExec_t>> variants;
   std::vector<std::unique_ptr<Device>> variant_ws;

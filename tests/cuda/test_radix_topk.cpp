@@ -1,12 +1,16 @@
-// tests/cuda/test_radix_topk.cpp — the GPU radix Top-k (src/cuda/kascade/radix_topk.h) must equal
+// tests/cuda/test_radix_topk.cpp — the GPU radix Top-k (src/cuda/kascade/radix_topk.h), both
+// algorithms on the same inputs (the chunked radix select and one CTA per row), must equal
 // ref::topk_select_ref exactly (same set, ascending order, ties to the lower index) on random
 // scores, heavily tied scores (a few distinct values, ±0), ±inf, lengths that are not multiples of
 // 4, k from 1 to n through explicit k_per_seq and through the budget k(n), rows cut into one chunk
-// CTA and into many; rows are −1 padded (outputs poisoned with 0x7F7F7F7F first) and row_lens hold
-// k; a second run on the same scratch gives the same rows (the scratch is left ready).
+// CTA and into many, rows whose threshold bin fits the row kernel's candidate list and rows where it
+// does not (its passes over the row); rows are −1 padded (outputs poisoned with 0x7F7F7F7F first)
+// and row_lens hold k; a second run on the same scratch gives the same rows (the scratch is left
+// ready). The plan's choice of algorithm is checked without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -58,8 +62,13 @@ struct TopkCase {
   Budget budget;
 };
 
+constexpr TopkAlgorithm kAlgorithms[] = {TopkAlgorithm::kChunked, TopkAlgorithm::kByRows};
+std::string algorithm_name(TopkAlgorithm a) { return a == TopkAlgorithm::kChunked ? "chunked" : "by rows"; }
+
 // Returns the Top-k plan's chunks per row for the case (for the tests that need one or many).
-void expect_topk_exact(const TopkCase& c, std::mt19937_64& rng, int32_t* max_chunks = nullptr) {
+void expect_topk_exact(const TopkCase& c, std::mt19937_64& rng, TopkAlgorithm algorithm,
+                       int32_t* max_chunks = nullptr) {
+  SCOPED_TRACE(algorithm_name(algorithm));
   const int32_t batch = static_cast<int32_t>(c.kv_lens.size());
   int32_t max_len = 1;
   for (int32_t n : c.kv_lens) max_len = std::max(max_len, n);
@@ -93,7 +102,7 @@ void expect_topk_exact(const TopkCase& c, std::mt19937_64& rng, int32_t* max_chu
   auto run = [&] {
     return radix_topk_decode(scores_d.as<float>(), stride, lens_d.as<int32_t>(), batch, max_len, c.budget,
                              c.k.empty() ? nullptr : k_d.as<int32_t>(), out, scratch.as<void>(),
-                             flags.as<uint32_t>(), nullptr);
+                             flags.as<uint32_t>(), nullptr, algorithm);
   };
   KC_ASSERT_OK(run());
   const auto first = indices.download_as<int32_t>();
@@ -128,7 +137,7 @@ TEST(RadixTopk, EqualsReferenceOnRandomScoresForEveryK) {
   c.kv_lens = {1, 31, 33, 127, 1000, 4097, 4097, 4097, 4097};
   c.k = {1, 30, 17, 64, 999, 1, 2048, 4096, 4097};
   c.num_rows = 3;
-  expect_topk_exact(c, rng);
+  for (TopkAlgorithm a : kAlgorithms) expect_topk_exact(c, rng, a);
 }
 
 TEST(RadixTopk, TiesGoToTheLowerIndexExactly) {
@@ -141,7 +150,7 @@ TEST(RadixTopk, TiesGoToTheLowerIndexExactly) {
     c.k = {4, 77, 500, 3000, 19999};
     c.num_rows = 2;
     c.pattern = pattern;
-    expect_topk_exact(c, rng);
+    for (TopkAlgorithm a : kAlgorithms) expect_topk_exact(c, rng, a);
   }
 }
 
@@ -155,9 +164,9 @@ TEST(RadixTopk, BudgetKOfEachLength) {
   c.num_rows = 4;
   c.pattern = Pattern::kSoftmaxLike;
   c.budget.k_min = 16;
-  expect_topk_exact(c, rng);
+  for (TopkAlgorithm a : kAlgorithms) expect_topk_exact(c, rng, a);
   c.budget.k_round = 128;  // rounded-up k, capped by n
-  expect_topk_exact(c, rng);
+  for (TopkAlgorithm a : kAlgorithms) expect_topk_exact(c, rng, a);
 }
 
 TEST(RadixTopk, FewLongRowsSpreadOverManyChunks) {
@@ -170,8 +179,9 @@ TEST(RadixTopk, FewLongRowsSpreadOverManyChunks) {
     c.k = {50001, 8192, 3};
     c.pattern = pattern;
     int32_t max_chunks = 0;
-    expect_topk_exact(c, rng, &max_chunks);
+    expect_topk_exact(c, rng, TopkAlgorithm::kChunked, &max_chunks);
     EXPECT_GT(max_chunks, 1) << "the case must cut rows into several chunk CTAs";
+    expect_topk_exact(c, rng, TopkAlgorithm::kByRows);
   }
 }
 
@@ -184,8 +194,49 @@ TEST(RadixTopk, ManyRowsOneChunkEach) {
   c.num_rows = 400;  // 800 rows: more than two per multiprocessor on any current GPU
   c.pattern = Pattern::kFewValues;
   int32_t max_chunks = 0;
-  expect_topk_exact(c, rng, &max_chunks);
+  expect_topk_exact(c, rng, TopkAlgorithm::kChunked, &max_chunks);
   EXPECT_EQ(max_chunks, 1) << "the case must give each row one CTA";
+  expect_topk_exact(c, rng, TopkAlgorithm::kByRows);
+}
+
+// The row kernel lists the keys of the first digit's threshold bin when at most
+// kRowTopkCandidates of them exist, and passes over the row otherwise; each case below is checked on
+// the host to take the path it is meant for.
+int first_digit_candidates(const std::vector<float>& s, int32_t k) {
+  auto key = [](float x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    if (bits == 0x80000000u) bits = 0u;
+    return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  };
+  std::vector<int> hist(detail::kTopkBins, 0);
+  for (float x : s) ++hist[key(x) >> detail::kTopkFirstShift];
+  int above = 0;
+  for (int d = detail::kTopkBins - 1; d >= 0; --d) {
+    if (above + hist[d] >= k) return hist[d];
+    above += hist[d];
+  }
+  return 0;
+}
+
+TEST(RadixTopk, RowKernelListedAndPassPaths) {
+  KC_SKIP_WITHOUT_GPU();
+  for (Pattern pattern : {Pattern::kUniform, Pattern::kFewValues}) {
+    SCOPED_TRACE("pattern " + std::to_string(static_cast<int>(pattern)));
+    auto probe_rng = testing::rng_for_test(static_cast<uint64_t>(pattern));
+    const int cands = first_digit_candidates(make_scores(probe_rng, 100000, pattern), 10000);
+    if (pattern == Pattern::kUniform) {
+      EXPECT_LE(cands, detail::kRowTopkCandidates) << "uniform scores must fit the candidate list";
+    } else {
+      EXPECT_GT(cands, detail::kRowTopkCandidates) << "a few values must overflow the candidate list";
+    }
+    auto rng = testing::rng_for_test(static_cast<uint64_t>(pattern));
+    TopkCase c;
+    c.kv_lens = {100000, 262144};
+    c.k = {10000, 26215};
+    c.pattern = pattern;
+    expect_topk_exact(c, rng, TopkAlgorithm::kByRows);
+  }
 }
 
 // Host arithmetic only: runs without a GPU.
@@ -215,6 +266,27 @@ TEST(RadixTopkPlan, FewRowsGetManyChunksAndManyRowsOne) {
   EXPECT_FALSE(detail::plan_topk_for(0, 100, 132).ok());
   EXPECT_FALSE(detail::plan_topk_for(8, 0, 132).ok());
   EXPECT_FALSE(detail::plan_topk_for(8, 100, 0).ok());
+}
+
+// Host arithmetic only: runs without a GPU.
+TEST(RadixTopkPlan, RowKernelForRowsThatFitItsMasks) {
+  using detail::kRowTopkMaxKeys;
+  // kAuto: rows when they fill a wave of one CTA per SM (B = 64 × 8 rows), or when the chunked
+  // select keeps one chunk per row (rows of <= 8192 scores); chunks for a few long rows (B = 8).
+  EXPECT_TRUE(detail::plan_topk_for(512, 131072, 132)->by_rows);
+  EXPECT_TRUE(detail::plan_topk_for(132, kRowTopkMaxKeys, 132)->by_rows);
+  EXPECT_FALSE(detail::plan_topk_for(64, 131072, 132)->by_rows);
+  EXPECT_FALSE(detail::plan_topk_for(131, 131072, 132)->by_rows);
+  EXPECT_TRUE(detail::plan_topk_for(8, 8192, 132)->by_rows);
+  EXPECT_FALSE(detail::plan_topk_for(8, 8193, 132)->by_rows);
+  EXPECT_FALSE(detail::plan_topk_for(512, kRowTopkMaxKeys + 1, 132)->by_rows);
+  EXPECT_FALSE(detail::plan_topk_for(64, 4096, 132, TopkAlgorithm::kChunked)->by_rows);
+  EXPECT_TRUE(detail::plan_topk_for(64, 4096, 132, TopkAlgorithm::kByRows)->by_rows);
+  const Result<detail::TopkPlan> too_long = detail::plan_topk_for(8, kRowTopkMaxKeys + 1, 132, TopkAlgorithm::kByRows);
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.status().message().find("rows of up to 262144 scores"), std::string::npos)
+      << too_long.status().message();
+  EXPECT_LE(detail::row_topk_smem_bytes(kRowTopkMaxKeys), size_t{227} * 1024) << "must fit one multiprocessor";
 }
 
 TEST(RadixTopk, RefusesRowsNarrowerThanTheBudget) {

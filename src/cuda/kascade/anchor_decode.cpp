@@ -42,7 +42,7 @@ Result<AnchorDecodePlan> plan_anchor_decode(const DecodeShape& shape, const Anch
     max_splits = std::max(max_splits, plan.sparse.num_splits);
   }
   KC_ASSIGN_OR_RETURN(plan.topk, detail::plan_topk(static_cast<int64_t>(shape.batch) * options.pooling.num_rows,
-                                                   shape.max_seq_len));
+                                                   shape.max_seq_len, options.topk_algorithm));
   plan.workspace = detail::layout_workspace(shape, max_splits, plan.logits_stride, options.pooling.num_rows,
                                             plan.topk.scratch_bytes);
   return plan;
@@ -121,6 +121,7 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
   topk.first_digit_counted = 1;
   topk.chunk = plan.topk.chunk;
   topk.max_chunks = plan.topk.max_chunks;
+  topk.by_rows = plan.topk.by_rows ? 1 : 0;
   topk.max_seq_len = plan.shape.max_seq_len;
   topk.num_rows = plan.options.pooling.num_rows;
   topk.k_max = rows.k_max;

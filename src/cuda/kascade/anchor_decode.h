@@ -34,6 +34,7 @@ struct AnchorOptions {
   ScorePooling pooling;       // R = pooling.num_rows divides H (G, 1 or H for the policies)
   Budget budget;              // k(n) per sequence, unless the run passes k_per_seq
   bool dense_output = false;  // true: dense o (layer 0); false: sparse o over the selected rows
+  TopkAlgorithm topk_algorithm = TopkAlgorithm::kAuto;  // which Top-k kernels (radix_topk.h)
 };
 
 struct AnchorDecodePlan {

@@ -28,7 +28,8 @@ ScratchOffsets scratch_offsets(int64_t rows_total, int32_t max_chunks) {
 
 }  // namespace
 
-Result<TopkPlan> plan_topk_for(int64_t rows_total, int32_t max_seq_len, int32_t multiprocessors) {
+Result<TopkPlan> plan_topk_for(int64_t rows_total, int32_t max_seq_len, int32_t multiprocessors,
+                               TopkAlgorithm algorithm) {
   KC_CHECK_ARG(rows_total >= 1, "Top-k rows: ", rows_total, "; expected >= 1");
   KC_CHECK_ARG(max_seq_len >= 1, "Top-k max_seq_len is ", max_seq_len, "; expected >= 1");
   KC_CHECK_ARG(multiprocessors >= 1, "multiprocessors is ", multiprocessors, "; expected >= 1");
@@ -40,12 +41,21 @@ Result<TopkPlan> plan_topk_for(int64_t rows_total, int32_t max_seq_len, int32_t 
   plan.chunk = static_cast<int32_t>((quanta + per_row - 1) / per_row * kTopkChunkQuantum);
   plan.max_chunks = static_cast<int32_t>((max_seq_len + static_cast<int64_t>(plan.chunk) - 1) / plan.chunk);
   plan.scratch_bytes = scratch_offsets(rows_total, plan.max_chunks).total;
+  KC_CHECK_ARG(algorithm != TopkAlgorithm::kByRows || max_seq_len <= kRowTopkMaxKeys,
+               "the Top-k by rows takes rows of up to ", kRowTopkMaxKeys, " scores; max_seq_len is ", max_seq_len);
+  // kAuto: one CTA per row when the rows alone fill a wave of one CTA per SM, or when the chunked
+  // select would not split a row anyway (measured on the H200, llama 128K: 512 rows 527 -> 340 us,
+  // 64 rows 98 -> 115 us — a single CTA streams its row too slowly to beat chunks spread over
+  // the idle SMs; docs/perf.md "Decode round 7").
+  const bool rows_fill_gpu = rows_total >= multiprocessors || plan.max_chunks == 1;
+  plan.by_rows = algorithm == TopkAlgorithm::kByRows ||
+                 (algorithm == TopkAlgorithm::kAuto && max_seq_len <= kRowTopkMaxKeys && rows_fill_gpu);
   return plan;
 }
 
-Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len) {
+Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len, TopkAlgorithm algorithm) {
   KC_ASSIGN_OR_RETURN(const int32_t sms, current_multiprocessor_count());
-  return plan_topk_for(rows_total, max_seq_len, sms);
+  return plan_topk_for(rows_total, max_seq_len, sms, algorithm);
 }
 
 TopkScratch topk_scratch_at(const TopkPlan& plan, void* scratch) {
@@ -69,7 +79,8 @@ Result<size_t> radix_topk_scratch_bytes(int32_t batch, int32_t num_rows, int32_t
 
 Status radix_topk_decode(const float* scores, int64_t scores_stride, const int32_t* kv_lens, int32_t batch,
                          int32_t max_seq_len, const Budget& budget, const int32_t* k_per_seq,
-                         const DecodeIndexRows& out, void* scratch, uint32_t* error_flags, cudaStream_t stream) {
+                         const DecodeIndexRows& out, void* scratch, uint32_t* error_flags, cudaStream_t stream,
+                         TopkAlgorithm algorithm) {
   KC_RETURN_IF_ERROR(validate_budget(budget));
   KC_CHECK_ARG(scores != nullptr && kv_lens != nullptr && error_flags != nullptr && scratch != nullptr,
                "scores, kv_lens, scratch or error_flags is null");
@@ -84,11 +95,12 @@ Status radix_topk_decode(const float* scores, int64_t scores_stride, const int32
   KC_CHECK_ARG(out.k_max >= k_needed && out.k_max >= 1, "out.k_max is ", out.k_max, "; k(max_seq_len = ",
                max_seq_len, ") is ", k_needed);
   KC_ASSIGN_OR_RETURN(const detail::TopkPlan plan,
-                      detail::plan_topk(static_cast<int64_t>(batch) * out.num_rows, max_seq_len));
+                      detail::plan_topk(static_cast<int64_t>(batch) * out.num_rows, max_seq_len, algorithm));
   detail::TopkParams p;
   p.scratch = detail::topk_scratch_at(plan, scratch);
   p.chunk = plan.chunk;
   p.max_chunks = plan.max_chunks;
+  p.by_rows = plan.by_rows ? 1 : 0;
   p.scores = scores;
   p.kv_lens = kv_lens;
   p.indices = out.indices;

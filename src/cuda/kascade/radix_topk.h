@@ -1,9 +1,10 @@
 // src/cuda/kascade/radix_topk.h — exact decode Top-k on the GPU (DESIGN.md §2.1, §2.2): for each
 // sequence b and score row r, the k = k(kv_len[b]) largest of scores[b][r][0..kv_len[b]), ties to
 // the lower index (exactly ref::topk_select_ref, NaN excepted: NaN ranks above +inf here), written
-// as a −1-padded int32 row in ascending index order with its length. A radix select (three
-// histogram passes, then a compaction pass) over chunks of each row, one CTA per chunk so that a
-// few long rows still fill the GPU; no sort, no host round trip; graph-capturable.
+// as a −1-padded int32 row in ascending index order with its length. Many rows of up to 256K
+// scores: one CTA per row, one read of the row and the radix select on chip (row_topk_kernel.cu);
+// few or longer rows: a radix select (three histogram passes, then a compaction pass) over chunks
+// of each row, one CTA per chunk. No sort, no host round trip; graph-capturable.
 // Tested by tests/cuda/test_radix_topk.cpp.
 #pragma once
 
@@ -18,6 +19,12 @@
 
 namespace kascade::cuda {
 
+// Which Top-k kernels run: kAuto picks one CTA per row (row_topk_kernel.cu) when max_seq_len <=
+// detail::kRowTopkMaxKeys and the rows fill the GPU (batch · rows >= SMs, or rows short enough
+// that the chunked select keeps one chunk per row), else the chunked radix select; the other two
+// force one (kByRows fails on longer rows). Tests run both on the same inputs.
+enum class TopkAlgorithm { kAuto, kChunked, kByRows };
+
 namespace detail {
 
 // How the Top-k of rows_total rows of up to max_seq_len scores is cut into chunk CTAs (enough
@@ -27,12 +34,14 @@ struct TopkPlan {
   int64_t rows_total = 0;  // batch · rows
   int32_t chunk = 0;
   int32_t max_chunks = 0;
+  bool by_rows = false;  // one CTA per row instead of the chunks
   size_t scratch_bytes = 0;
 };
 // For a GPU of `multiprocessors` SMs (host arithmetic only; tested without a GPU).
-Result<TopkPlan> plan_topk_for(int64_t rows_total, int32_t max_seq_len, int32_t multiprocessors);
+Result<TopkPlan> plan_topk_for(int64_t rows_total, int32_t max_seq_len, int32_t multiprocessors,
+                               TopkAlgorithm algorithm = TopkAlgorithm::kAuto);
 // For the current device.
-Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len);
+Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len, TopkAlgorithm algorithm = TopkAlgorithm::kAuto);
 
 // The scratch views inside `scratch` (plan.scratch_bytes, 256-byte aligned).
 TopkScratch topk_scratch_at(const TopkPlan& plan, void* scratch);
@@ -49,8 +58,10 @@ Result<size_t> radix_topk_scratch_bytes(int32_t batch, int32_t num_rows, int32_t
 // its first use (every call leaves it ready for the next);
 // error_flags: device uint32 that gets kErrorKvLen when a kv_len lies outside [0, max_seq_len]
 // and kErrorRowLen when a k lies outside [0, min(kv_len, out.k_max)].
+// algorithm: which kernels (TopkAlgorithm; the scratch size is the same for all).
 Status radix_topk_decode(const float* scores, int64_t scores_stride, const int32_t* kv_lens, int32_t batch,
                          int32_t max_seq_len, const Budget& budget, const int32_t* k_per_seq,
-                         const DecodeIndexRows& out, void* scratch, uint32_t* error_flags, cudaStream_t stream);
+                         const DecodeIndexRows& out, void* scratch, uint32_t* error_flags, cudaStream_t stream,
+                         TopkAlgorithm algorithm = TopkAlgorithm::kAuto);
 
 }  // namespace kascade::cuda

@@ -29,6 +29,7 @@
 #include "cuda/common/device_errors.h"
 #include "cuda/common/device_primitives.cuh"
 #include "cuda/kascade/selection_kernels.h"
+#include "cuda/kascade/topk_device.cuh"
 
 namespace kascade::cuda::detail {
 namespace {
@@ -36,74 +37,10 @@ namespace {
 constexpr int kThreads = kTopkThreads;
 constexpr int kWarps = kThreads / 32;
 constexpr int kVecPerThread = kTopkChunkQuantum / (4 * kThreads);  // float4 loads in flight per thread
-constexpr int kBinsPerThread = kTopkBins / kThreads;
 constexpr int kCompactVecs = 2;                  // float4 per thread per compaction step
 constexpr int kCompactItems = 4 * kCompactVecs;  // consecutive elements per thread per step
 constexpr int kCompactStep = kThreads * kCompactItems;
-static_assert(kWarps <= 32 && kBinsPerThread >= 1 && kVecPerThread >= 1, "Top-k block shape");
-
-// Exclusive prefix sum of `value` over the block (in thread order); `total` gets the block sum.
-// scratch: [kWarps + 1] shared ints. Contains barriers: call from every thread.
-__device__ __forceinline__ int block_exclusive_scan(int value, int* scratch, int& total) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int inclusive = value;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset <<= 1) {
-    const int y = __shfl_up_sync(0xffffffffu, inclusive, offset);
-    if (lane >= offset) inclusive += y;
-  }
-  if (lane == 31) scratch[warp] = inclusive;
-  __syncthreads();
-  if (warp == 0) {
-    const int w = lane < kWarps ? scratch[lane] : 0;
-    int w_inclusive = w;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, w_inclusive, offset);
-      if (lane >= offset) w_inclusive += y;
-    }
-    if (lane < kWarps) scratch[lane] = w_inclusive - w;
-    if (lane == kWarps - 1) scratch[kWarps] = w_inclusive;
-  }
-  __syncthreads();
-  const int result = scratch[warp] + inclusive - value;
-  total = scratch[kWarps];
-  __syncthreads();
-  return result;
-}
-
-// The row of (blockIdx.y, blockIdx.z): its length n and selection size k, clamped as the error
-// bits say (reported by the caller that passes report = true, once per row).
-struct TopkRow {
-  int64_t index = 0;  // b·R + r
-  int n = 0;
-  int k = 0;
-  const float* scores = nullptr;
-};
-
-__device__ __forceinline__ TopkRow topk_row(const TopkParams& p, bool report) {
-  TopkRow row;
-  const int r = blockIdx.y, b = blockIdx.z;
-  row.index = static_cast<int64_t>(b) * p.num_rows + r;
-  row.scores = p.scores + row.index * p.stride;
-  int n = p.kv_lens[b];
-  if (n < 0 || n > p.max_seq_len) {
-    if (report) atomicOr(p.error_flags, static_cast<uint32_t>(kErrorKvLen));
-    n = n < 0 ? 0 : p.max_seq_len;
-  }
-  int k = p.k_per_seq ? p.k_per_seq[b] : static_cast<int>(budget_k_device(n, p.rho_ppm, p.k_min, p.k_round));
-  if (k < 0 || k > n) {
-    if (report) atomicOr(p.error_flags, static_cast<uint32_t>(kErrorRowLen));
-    k = k < 0 ? 0 : n;
-  }
-  if (k > p.k_max) {
-    if (report) atomicOr(p.error_flags, static_cast<uint32_t>(kErrorRowLen));
-    k = p.k_max;
-  }
-  row.n = n;
-  row.k = k;
-  return row;
-}
+static_assert(kVecPerThread >= 1, "Top-k block shape");
 
 __device__ __forceinline__ int digit_shift(int pass) { return pass == 0 ? kTopkFirstShift : (pass == 1 ? 10 : 0); }
 __device__ __forceinline__ int digit_bins(int pass) { return pass == 2 ? 1024 : kTopkBins; }
@@ -113,7 +50,7 @@ __device__ __forceinline__ int digit_bins(int pass) { return pass == 2 ? 1024 : 
 __global__ void __launch_bounds__(kThreads) topk_digit_kernel(const TopkParams p, int pass) {
   __shared__ int hist[kTopkBins];
   __shared__ int scratch[kWarps + 1];
-  __shared__ int is_last, selected_digit, selected_above;
+  __shared__ int is_last, chosen[2];
   const int tid = threadIdx.x;
   const TopkRow row = topk_row(p, false);
   int* global_hist = p.scratch.histograms + row.index * kTopkBins;
@@ -176,35 +113,17 @@ __global__ void __launch_bounds__(kThreads) topk_digit_kernel(const TopkParams p
     if (tid == 0) p.scratch.tickets[row.index] = 0;  // ready for the next digit
   }
 
-  // ---- select the digit: bins in descending order, thread t owns kBinsPerThread consecutive ones
+  // ---- select the digit: the bin of the k_rem-th largest key, bins in descending order
   for (int i = tid; i < bins; i += kThreads) {
     hist[i] = __ldcg(global_hist + i);
     global_hist[i] = 0;  // ready for the next digit / run
   }
   __syncthreads();
-  const int hi = bins - 1 - kBinsPerThread * tid;
-  int counts[kBinsPerThread];
-  int mine = 0;
-#pragma unroll
-  for (int j = 0; j < kBinsPerThread; ++j) {
-    counts[j] = hi - j >= 0 ? hist[hi - j] : 0;
-    mine += counts[j];
-  }
-  int total = 0;
-  int running = block_exclusive_scan(mine, scratch, total);
-#pragma unroll
-  for (int j = 0; j < kBinsPerThread; ++j) {
-    if (hi - j >= 0 && running < k_rem && running + counts[j] >= k_rem) {
-      selected_digit = hi - j;
-      selected_above = running;
-    }
-    running += counts[j];
-  }
-  __syncthreads();
+  const DigitChoice choice = choose_digit(hist, bins, k_rem, scratch, chosen);
   if (tid == 0) {
-    state[0] = prefix | (static_cast<uint32_t>(selected_digit) << shift);
+    state[0] = prefix | (static_cast<uint32_t>(choice.digit) << shift);
     state[1] = prefix_mask | (static_cast<uint32_t>(bins - 1) << shift);
-    state[2] = static_cast<uint32_t>(k_rem - selected_above);
+    state[2] = static_cast<uint32_t>(k_rem - choice.above);
   }
 }
 
@@ -339,6 +258,7 @@ __global__ void __launch_bounds__(kThreads) topk_write_kernel(const TopkParams p
 }  // namespace
 
 cudaError_t launch_radix_topk(const TopkParams& params, int batch, cudaStream_t stream) {
+  if (params.by_rows) return launch_row_topk(params, batch, stream);
   if (batch < 1 || params.num_rows < 1 || params.stride % 4 != 0 || params.k_max < 1 || params.max_chunks < 1 ||
       params.chunk < 1 || params.chunk % kTopkChunkQuantum != 0 ||
       static_cast<int64_t>(params.chunk) * params.max_chunks < params.max_seq_len ||

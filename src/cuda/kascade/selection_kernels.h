@@ -1,6 +1,6 @@
 // src/cuda/kascade/selection_kernels.h — argument blocks and cudaError_t launchers of the anchor
 // selection kernels: pooling of post-softmax scores (pooled_scores_kernels.cu) and the exact
-// radix Top-k (radix_topk_kernels.cu). Status-returning entry points: anchor_decode.h and
+// radix Top-k (radix_topk_kernels.cu, row_topk_kernel.cu). Status-returning entry points: anchor_decode.h and
 // radix_topk.h. Tested by tests/cuda/test_anchor_decode.cpp and test_radix_topk.cpp.
 #pragma once
 
@@ -66,7 +66,17 @@ struct TopkParams {
   int32_t k_max = 0;
   int32_t chunk = 0;                 // scores per chunk CTA, a multiple of kTopkChunkQuantum
   int32_t max_chunks = 0;            // chunk · max_chunks >= max_seq_len
+  int32_t by_rows = 0;               // 1: one CTA per row (row_topk_kernel.cu), max_seq_len <= kRowTopkMaxKeys
 };
+// The chunked select, or the row kernel when params.by_rows.
 cudaError_t launch_radix_topk(const TopkParams& params, int batch, cudaStream_t stream);
+
+// The Top-k with one CTA per row (row_topk_kernel.cu): rows of at most kRowTopkMaxKeys scores, n-bit
+// masks in shared memory, up to kRowTopkCandidates keys of the first digit's threshold bin listed
+// there (more: passes over the row instead). Uses scratch.histograms only (the pooled first digit).
+constexpr int32_t kRowTopkMaxKeys = 262144;
+constexpr int kRowTopkCandidates = 8192;
+size_t row_topk_smem_bytes(int32_t max_seq_len);
+cudaError_t launch_row_topk(const TopkParams& params, int batch, cudaStream_t stream);
 
 }  // namespace kascade::cuda::detail

@@ -1,0 +1,280 @@
+// src/cuda/kascade/row_topk_kernel.cu — the decode Top-k for rows of at most kRowTopkMaxKeys
+// scores: one CTA per (sequence, row) and, in the common case, one read of the row; the rest runs
+// in shared memory. Same result as the chunked radix select (radix_topk_kernels.cu): the k largest
+// scores, ties to the lower index, ascending index order, −1 after k, row_lens = k.
+//   1. The first radix digit (bits 31..21 of the order-preserving key): its histogram comes from
+//      the pooling kernel (anchor decode; the CTA clears it for the next run) or from a pass over
+//      the row; the digit d1 holding the k-th largest key is chosen (choose_digit).
+//   2. One pass over the row, 32 consecutive scores per warp load, the next step's loads in flight
+//      while a step is processed: a ballot of "first digit > d1" is the word of an n-bit mask of
+//      selected keys (written by the warp that loaded it, no atomics); keys whose first digit is
+//      d1 — the candidates, hist1[d1] of them — are appended (key, index) to a shared list when
+//      they fit (kRowTopkCandidates), one shared atomic per warp and step reserving the slots.
+//   3. The last two digits are chosen on the candidate list (shared histograms), giving the k-th
+//      largest key T and take_eq = how many keys equal to T are selected; candidates > T set their
+//      bit, candidates == T set a bit of a second mask. When the candidates did not fit, the same
+//      is done by passes over the row instead (digit 2, digit 3, marking: three more reads).
+//   4. The first take_eq bits of the "== T" mask (lowest indices) join the selection; a block scan
+//      of the mask's popcounts gives every thread its output position, and the set bits come out
+//      in ascending index order.
+// Tested by tests/cuda/test_radix_topk.cpp (exact equality with ref::topk_select_ref, ties
+// included, both the candidate list and the passes) and test_anchor_decode.cpp.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/common/device_errors.h"
+#include "cuda/common/device_primitives.cuh"
+#include "cuda/kascade/selection_kernels.h"
+#include "cuda/kascade/topk_device.cuh"
+
+namespace kascade::cuda::detail {
+namespace {
+
+constexpr int kThreads = kTopkThreads;
+constexpr int kLoads = 8;                   // scalar loads per thread per step (two steps in flight)
+constexpr int kStep = kThreads * kLoads;    // scores per step of a pass
+constexpr uint32_t kFirstShift = kTopkFirstShift;
+
+// Shared memory of one CTA (dynamic): the two n-bit masks, the candidate list, a histogram.
+struct RowSmem {
+  uint32_t* selected;   // [words] bit i: score i is in the Top-k
+  uint32_t* equal;      // [words] bit i: score i equals the k-th largest key T
+  uint32_t* cand_key;   // [kRowTopkCandidates]
+  int32_t* cand_index;  // [kRowTopkCandidates]
+  int* hist;            // [kTopkBins]
+};
+
+__device__ __forceinline__ RowSmem row_smem(uint32_t* base, int words) {
+  RowSmem s;
+  s.selected = base;
+  s.equal = base + words;
+  s.cand_key = base + 2 * words;
+  s.cand_index = reinterpret_cast<int32_t*>(s.cand_key + kRowTopkCandidates);
+  s.hist = s.cand_index + kRowTopkCandidates;
+  return s;
+}
+
+// One pass over scores[0, n) in steps of kStep scores: f(base, x) with x[u] the score at
+// i = base + u·kThreads + threadIdx.x (0 past n), so every warp holds 32 consecutive i per u and
+// ballots inside f see whole words. The next step's loads are issued before f runs on the current
+// one, so a CTA keeps a step of loads in flight while it works.
+__device__ __forceinline__ void load_step(const float* scores, int n, int base, float (&x)[kLoads]) {
+#pragma unroll
+  for (int u = 0; u < kLoads; ++u) {
+    const int i = base + u * kThreads + static_cast<int>(threadIdx.x);
+    x[u] = i < n ? __ldcg(scores + i) : 0.0f;
+  }
+}
+
+template <typename F>
+__device__ __forceinline__ void for_each_step(const float* scores, int n, F&& f) {
+  float x[kLoads], next[kLoads];
+  load_step(scores, n, 0, x);
+  for (int base = 0; base < n; base += kStep) {  // block-uniform trip count
+    if (base + kStep < n) load_step(scores, n, base + kStep, next);
+    f(base, x);
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) x[u] = next[u];
+  }
+}
+
+// f(i, key, valid) for every i in [0, n) and for the padding of the last step (valid = false).
+template <typename F>
+__device__ __forceinline__ void for_each_score(const float* scores, int n, F&& f) {
+  for_each_step(scores, n, [&](int base, const float (&x)[kLoads]) {
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int i = base + u * kThreads + static_cast<int>(threadIdx.x);
+      f(i, float_order_key(x[u]), i < n);
+    }
+  });
+}
+
+// The histogram of one digit over the keys whose higher digits equal `prefix` (under `mask`).
+__device__ __forceinline__ void count_digit(const float* scores, int n, int* hist, int bins, uint32_t shift,
+                                            uint32_t prefix, uint32_t mask) {
+  for (int i = threadIdx.x; i < bins; i += kThreads) hist[i] = 0;
+  __syncthreads();
+  BinCache cache;
+  for_each_score(scores, n, [&](int, uint32_t key, bool valid) {
+    cache.add(hist, valid && (key & mask) == prefix ? static_cast<int>((key >> shift) & (bins - 1)) : -1);
+  });
+  cache.flush(hist);
+  __syncthreads();
+}
+
+__global__ void __launch_bounds__(kThreads) row_topk_kernel(const TopkParams p, int words) {
+  extern __shared__ uint4 smem_raw[];
+  const RowSmem sm = row_smem(reinterpret_cast<uint32_t*>(smem_raw), words);
+  __shared__ int scratch[kThreads / 32 + 1];
+  __shared__ int chosen[2];
+  __shared__ int cand_count;
+  const int tid = threadIdx.x, lane = tid & 31;
+  const TopkRow row = topk_row(p, tid == 0);
+  int* global_hist = p.scratch.histograms + row.index * kTopkBins;
+  int32_t* out = p.indices + row.index * p.k_max;
+  const int n = row.n, k = row.k;
+  if (tid == 0) p.row_lens[row.index] = k;
+  if (k == 0 || k >= n) {  // nothing to select (k == n: every index); a histogram the pooling filled is cleared
+    if (p.first_digit_counted)
+      for (int i = tid; i < kTopkBins; i += kThreads) global_hist[i] = 0;
+    for (int i = tid; i < p.k_max; i += kThreads) out[i] = i < k ? i : -1;
+    return;
+  }
+  const int n_words = (n + 31) / 32;
+  for (int i = tid; i < n_words; i += kThreads) sm.selected[i] = sm.equal[i] = 0u;
+  if (tid == 0) cand_count = 0;
+
+  // ---- 1. the first digit
+  if (p.first_digit_counted) {
+    for (int i = tid; i < kTopkBins; i += kThreads) {
+      sm.hist[i] = __ldcg(global_hist + i);
+      global_hist[i] = 0;  // ready for the next run
+    }
+    __syncthreads();
+  } else {
+    count_digit(row.scores, n, sm.hist, kTopkBins, kFirstShift, 0u, 0u);
+  }
+  int k_rem = k;
+  const DigitChoice c1 = choose_digit(sm.hist, kTopkBins, k_rem, scratch, chosen);
+  k_rem -= c1.above;
+  const uint32_t d1 = static_cast<uint32_t>(c1.digit);
+  const int candidates = sm.hist[d1];
+  const bool listed = candidates <= kRowTopkCandidates;
+  __syncthreads();  // hist is reused below
+
+  // ---- 2. one pass: first digit > d1 selected (mask words by ballot), first digit == d1 listed
+  //         (one shared atomic per warp and step reserves the slots of the step's candidates)
+  for_each_step(row.scores, n, [&](int base, const float (&x)[kLoads]) {
+    uint32_t keys[kLoads], cands[kLoads];
+    int warp_cands = 0;
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int i = base + u * kThreads + tid;
+      const bool valid = i < n;
+      keys[u] = float_order_key(x[u]);
+      const uint32_t digit = keys[u] >> kFirstShift;
+      const uint32_t word = __ballot_sync(0xffffffffu, valid && digit > d1);
+      if (lane == 0 && valid) sm.selected[i >> 5] = word;
+      cands[u] = listed ? __ballot_sync(0xffffffffu, valid && digit == d1) : 0u;
+      warp_cands += __popc(cands[u]);
+    }
+    if (warp_cands == 0) return;  // warp-uniform
+    int slot = 0;
+    if (lane == 0) slot = atomicAdd(&cand_count, warp_cands);
+    slot = __shfl_sync(0xffffffffu, slot, 0);
+    const uint32_t lanes_below = (1u << lane) - 1u;
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int mine = slot + __popc(cands[u] & lanes_below);
+      if ((cands[u] >> lane) & 1u && mine < kRowTopkCandidates) {  // always fits, unless the pooled histogram disagrees with the scores
+        sm.cand_key[mine] = keys[u];
+        sm.cand_index[mine] = base + u * kThreads + tid;
+      }
+      slot += __popc(cands[u]);
+    }
+  });
+  __syncthreads();
+
+  // ---- 3. digits 2 and 3: T and take_eq; candidates > T and == T marked
+  constexpr uint32_t kMask1 = 0xFFE00000u, kMask2 = 0xFFFFFC00u;
+  const uint32_t prefix1 = d1 << kFirstShift;
+  uint32_t threshold = 0;
+  if (listed) {
+    for (int i = tid; i < kTopkBins; i += kThreads) sm.hist[i] = 0;
+    __syncthreads();
+    for (int c = tid; c < candidates; c += kThreads) atomicAdd(&sm.hist[(sm.cand_key[c] >> 10) & 2047u], 1);
+    __syncthreads();
+    const DigitChoice c2 = choose_digit(sm.hist, kTopkBins, k_rem, scratch, chosen);
+    k_rem -= c2.above;
+    const uint32_t prefix2 = prefix1 | (static_cast<uint32_t>(c2.digit) << 10);
+    for (int i = tid; i < 1024; i += kThreads) sm.hist[i] = 0;
+    __syncthreads();
+    for (int c = tid; c < candidates; c += kThreads) {
+      const uint32_t key = sm.cand_key[c];
+      if ((key & kMask2) == prefix2) atomicAdd(&sm.hist[key & 1023u], 1);
+    }
+    __syncthreads();
+    const DigitChoice c3 = choose_digit(sm.hist, 1024, k_rem, scratch, chosen);
+    k_rem -= c3.above;
+    threshold = prefix2 | static_cast<uint32_t>(c3.digit);
+    for (int c = tid; c < candidates; c += kThreads) {
+      const uint32_t key = sm.cand_key[c];
+      const int i = sm.cand_index[c];
+      if (key > threshold) atomicOr(&sm.selected[i >> 5], 1u << (i & 31));
+      if (key == threshold) atomicOr(&sm.equal[i >> 5], 1u << (i & 31));
+    }
+  } else {
+    count_digit(row.scores, n, sm.hist, kTopkBins, 10, prefix1, kMask1);
+    const DigitChoice c2 = choose_digit(sm.hist, kTopkBins, k_rem, scratch, chosen);
+    k_rem -= c2.above;
+    const uint32_t prefix2 = prefix1 | (static_cast<uint32_t>(c2.digit) << 10);
+    count_digit(row.scores, n, sm.hist, 1024, 0, prefix2, kMask2);
+    const DigitChoice c3 = choose_digit(sm.hist, 1024, k_rem, scratch, chosen);
+    k_rem -= c3.above;
+    threshold = prefix2 | static_cast<uint32_t>(c3.digit);
+    for_each_score(row.scores, n, [&](int i, uint32_t key, bool valid) {  // the words' own warps: no atomics
+      const bool in_d1 = valid && (key & kMask1) == prefix1;
+      const uint32_t above = __ballot_sync(0xffffffffu, in_d1 && key > threshold);
+      const uint32_t equal = __ballot_sync(0xffffffffu, in_d1 && key == threshold);
+      if (lane == 0 && i < n) {
+        sm.selected[i >> 5] |= above;
+        sm.equal[i >> 5] = equal;
+      }
+    });
+  }
+  __syncthreads();
+  const int take_eq = k_rem;  // keys equal to T that belong to the Top-k: the lowest-index ones
+
+  // ---- 4. the first take_eq "== T" bits join; the selected bits written in index order
+  const int per = (n_words + kThreads - 1) / kThreads;
+  const int w0 = min(n_words, tid * per), w1 = min(n_words, w0 + per);
+  int eq_count = 0;
+  for (int w = w0; w < w1; ++w) eq_count += __popc(sm.equal[w]);
+  int eq_total = 0;
+  int eq_before = block_exclusive_scan(eq_count, scratch, eq_total);
+  int count = 0;
+  for (int w = w0; w < w1; ++w) {
+    uint32_t eq = sm.equal[w];
+    const int bits = __popc(eq);
+    if (eq_before >= take_eq) {
+      eq = 0u;
+    } else {
+      for (int drop = eq_before + bits - take_eq; drop > 0; --drop) eq &= ~(1u << (31 - __clz(eq)));  // highest
+    }
+    eq_before += bits;
+    const uint32_t sel = sm.selected[w] | eq;
+    sm.selected[w] = sel;
+    count += __popc(sel);
+  }
+  int total = 0;
+  int pos = block_exclusive_scan(count, scratch, total);
+  for (int w = w0; w < w1; ++w) {
+    for (uint32_t sel = sm.selected[w]; sel != 0u; sel &= sel - 1u) out[pos++] = w * 32 + __ffs(sel) - 1;
+  }
+  for (int i = k + tid; i < p.k_max; i += kThreads) out[i] = -1;
+}
+
+}  // namespace
+
+size_t row_topk_smem_bytes(int32_t max_seq_len) {
+  const size_t words = (static_cast<size_t>(max_seq_len) + 31) / 32;
+  return 2 * words * sizeof(uint32_t) + size_t(kRowTopkCandidates) * (sizeof(uint32_t) + sizeof(int32_t)) +
+         size_t(kTopkBins) * sizeof(int);
+}
+
+cudaError_t launch_row_topk(const TopkParams& params, int batch, cudaStream_t stream) {
+  if (batch < 1 || params.num_rows < 1 || params.k_max < 1 || params.max_seq_len < 1 ||
+      params.max_seq_len > kRowTopkMaxKeys || (params.first_digit_counted && params.scratch.histograms == nullptr))
+    return cudaErrorInvalidValue;
+  const size_t smem = row_topk_smem_bytes(params.max_seq_len);
+  const cudaError_t e = cudaFuncSetAttribute(row_topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  const int words = (params.max_seq_len + 31) / 32;
+  row_topk_kernel<<<dim3(1, params.num_rows, batch), kThreads, smem, stream>>>(params, words);
+  return cudaGetLastError();
+}
+
+}  // namespace kascade::cuda::detail
