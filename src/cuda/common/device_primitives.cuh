@@ -1,8 +1,8 @@
 // src/cuda/common/device_primitives.cuh — the few PTX building blocks the decode kernels share:
 // 16-byte cp.async copies with zero fill (LDGSTS), ldmatrix (plain and transposed), the
 // m16n8k16 tensor-core MMA for fp16 and bf16 with fp32 accumulation, packing of fp32 pairs,
-// the order-preserving map from float to uint32 used by the radix select, and a register-cached
-// histogram update for skewed data.
+// the order-preserving map from float to uint32 used by the radix select, a register-cached
+// histogram update for skewed data, and a block-wide exclusive scan (the radix selects' compactions).
 // Fragment layouts follow the PTX ISA ("Matrix Fragments for mma.m16n8k16"). Device-only; tested
 // through the kernels that use them (tests/cuda/).
 #pragma once
@@ -91,6 +91,40 @@ struct Mma16<__nv_bfloat16> {
   }
   static __device__ __forceinline__ __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }
 };
+
+// Exclusive prefix sum of `value` over a block of kThreads threads (in thread order); `total` gets
+// the block sum. scratch: [kThreads / 32 + 1] shared ints, free again when the call returns.
+// Contains barriers (one at the end, so back-to-back calls may reuse scratch): call from every thread.
+template <int kThreads>
+__device__ __forceinline__ int block_exclusive_scan(int value, int* scratch, int& total) {
+  static_assert(kThreads % 32 == 0 && kThreads <= 1024, "a block of whole warps");
+  constexpr int kWarps = kThreads / 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int inclusive = value;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += y;
+  }
+  if (lane == 31) scratch[warp] = inclusive;
+  __syncthreads();
+  if (warp == 0) {
+    const int w = lane < kWarps ? scratch[lane] : 0;
+    int w_inclusive = w;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, w_inclusive, offset);
+      if (lane >= offset) w_inclusive += y;
+    }
+    if (lane < kWarps) scratch[lane] = w_inclusive - w;
+    if (lane == kWarps - 1) scratch[kWarps] = w_inclusive;
+  }
+  __syncthreads();
+  const int result = scratch[warp] + inclusive - value;
+  total = scratch[kWarps];
+  __syncthreads();
+  return result;
+}
 
 // Maps a float to a uint32 whose unsigned order is the float order (−0 and +0 map to the same
 // key, so they tie as they do in a float comparison). NaN maps above +inf.

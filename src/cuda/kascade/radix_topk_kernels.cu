@@ -168,8 +168,8 @@ __global__ void __launch_bounds__(kThreads) topk_count_kernel(const TopkParams p
     }
   }
   int total_gt = 0, total_eq = 0;
-  (void)block_exclusive_scan(gt, scratch, total_gt);
-  (void)block_exclusive_scan(eq, scratch, total_eq);
+  (void)block_exclusive_scan<kThreads>(gt, scratch, total_gt);
+  (void)block_exclusive_scan<kThreads>(eq, scratch, total_eq);
   if (threadIdx.x == 0) {
     int32_t* out = p.scratch.chunk_counts + (row.index * p.max_chunks + blockIdx.x) * 2;
     out[0] = total_gt;
@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(kThreads) topk_write_kernel(const TopkParams p
       }
     }
     int total = 0;
-    const int packed_before = block_exclusive_scan((count_gt << 16) | count_eq, scratch, total);
+    const int packed_before = block_exclusive_scan<kThreads>((count_gt << 16) | count_eq, scratch, total);
     int gt_before = run_gt + (packed_before >> 16), eq_before = run_eq + (packed_before & 0xffff);
 #pragma unroll
     for (int e = 0; e < kCompactItems; ++e) {

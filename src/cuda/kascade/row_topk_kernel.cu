@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kThreads) row_topk_kernel(const TopkParams p, 
   int eq_count = 0;
   for (int w = w0; w < w1; ++w) eq_count += __popc(sm.equal[w]);
   int eq_total = 0;
-  int eq_before = block_exclusive_scan(eq_count, scratch, eq_total);
+  int eq_before = block_exclusive_scan<kThreads>(eq_count, scratch, eq_total);
   int count = 0;
   for (int w = w0; w < w1; ++w) {
     uint32_t eq = sm.equal[w];
@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(kThreads) row_topk_kernel(const TopkParams p, 
     count += __popc(sel);
   }
   int total = 0;
-  int pos = block_exclusive_scan(count, scratch, total);
+  int pos = block_exclusive_scan<kThreads>(count, scratch, total);
   for (int w = w0; w < w1; ++w) {
     for (uint32_t sel = sm.selected[w]; sel != 0u; sel &= sel - 1u) out[pos++] = w * 32 + __ffs(sel) - 1;
   }

@@ -1,7 +1,7 @@
 // src/cuda/kascade/topk_device.cuh — device helpers both decode Top-k kernels share (the chunked
-// radix select, radix_topk_kernels.cu, and the one-CTA-per-row select, row_topk_kernel.cu): a block
-// scan, the row of a CTA with its length and k checked, and the choice of a radix digit from a
-// shared histogram. Blocks of kTopkThreads threads. Device-only; tested through both kernels
+// radix select, radix_topk_kernels.cu, and the one-CTA-per-row select, row_topk_kernel.cu): the
+// row of a CTA with its length and k checked, and the choice of a radix digit from a shared
+// histogram (the block scan is device_primitives.cuh's). Blocks of kTopkThreads threads. Device-only; tested through both kernels
 // (tests/cuda/test_radix_topk.cpp, test_anchor_decode.cpp).
 #pragma once
 
@@ -14,37 +14,6 @@
 #include "cuda/kascade/selection_kernels.h"
 
 namespace kascade::cuda::detail {
-
-// Exclusive prefix sum of `value` over the block (in thread order); `total` gets the block sum.
-// scratch: [kWarps + 1] shared ints. Contains barriers: call from every thread.
-__device__ __forceinline__ int block_exclusive_scan(int value, int* scratch, int& total) {
-  constexpr int kWarps = kTopkThreads / 32;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int inclusive = value;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset <<= 1) {
-    const int y = __shfl_up_sync(0xffffffffu, inclusive, offset);
-    if (lane >= offset) inclusive += y;
-  }
-  if (lane == 31) scratch[warp] = inclusive;
-  __syncthreads();
-  if (warp == 0) {
-    const int w = lane < kWarps ? scratch[lane] : 0;
-    int w_inclusive = w;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, w_inclusive, offset);
-      if (lane >= offset) w_inclusive += y;
-    }
-    if (lane < kWarps) scratch[lane] = w_inclusive - w;
-    if (lane == kWarps - 1) scratch[kWarps] = w_inclusive;
-  }
-  __syncthreads();
-  const int result = scratch[warp] + inclusive - value;
-  total = scratch[kWarps];
-  __syncthreads();
-  return result;
-}
 
 // The row of (blockIdx.y, blockIdx.z): its length n and selection size k, clamped as the error
 // bits say (reported by the caller that passes report = true, once per row).
@@ -100,7 +69,7 @@ __device__ __forceinline__ DigitChoice choose_digit(const int* hist, int bins, i
     mine += counts[j];
   }
   int total = 0;
-  int running = block_exclusive_scan(mine, scratch, total);
+  int running = block_exclusive_scan<kTopkThreads>(mine, scratch, total);
 #pragma unroll
   for (int j = 0; j < kBinsPerThread; ++j) {
     if (hi - j >= 0 && running < k_rem && running + counts[j] >= k_rem) {

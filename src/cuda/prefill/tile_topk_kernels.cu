@@ -62,12 +62,12 @@ __device__ __forceinline__ void find_digit(const int* hist, int bins, int k_rem,
 template <bool kMax>
 __global__ void __launch_bounds__(kTopkThreads) tile_topk_kernel(const TopkArgs args) {
   __shared__ int hist[kTopkBins];
-  __shared__ int scan[kTopkWarps];
+  __shared__ int scan[kTopkWarps + 1];
   __shared__ int chosen_digit, chosen_k;
 
   const CallArgs& c = args.call;
   const RowArgs& r = args.rows;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int tid = threadIdx.x, warp = tid >> 5;
   const int wave_slot = blockIdx.x;
   const int pooled_row = blockIdx.y;
 
@@ -134,32 +134,13 @@ __global__ void __launch_bounds__(kTopkThreads) tile_topk_kernel(const TopkArgs 
       equal = key == threshold;
     }
     const int packed = greater | (equal << 16);  // counts per chunk <= 1024: no carry between halves
-    int inclusive = packed;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset <<= 1) {
-      const int other = __shfl_up_sync(0xffffffffu, inclusive, offset);
-      if (lane >= offset) inclusive += other;
-    }
-    if (lane == 31) scan[warp] = inclusive;
-    __syncthreads();
-    if (warp == 0) {
-      int w = scan[lane];
-#pragma unroll
-      for (int offset = 1; offset < 32; offset <<= 1) {
-        const int other = __shfl_up_sync(0xffffffffu, w, offset);
-        if (lane >= offset) w += other;
-      }
-      scan[lane] = w;
-    }
-    __syncthreads();
-    const int exclusive = (warp > 0 ? scan[warp - 1] : 0) + inclusive - packed;
-    const int total = scan[kTopkWarps - 1];
+    int total = 0;
+    const int exclusive = detail::block_exclusive_scan<kTopkThreads>(packed, scan, total);
     const int budget = max(0, take_equal - equal_seen);
     const int greater_before = exclusive & 0xffff, equal_before = exclusive >> 16;
     if (greater || (equal && equal_before < budget)) out[written + greater_before + min(equal_before, budget)] = j;
     written += (total & 0xffff) + min(total >> 16, budget);
     equal_seen += total >> 16;
-    __syncthreads();  // scan[] is rewritten by the next chunk
   }
   if (tid == 0 && written != k) report_error(c, kPrefillErrorSelect);
 }
