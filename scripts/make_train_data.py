@@ -124,12 +124,15 @@ def ensure_kascade(path: str | None) -> Path:
 
 
 def run_tasks(kascade: Path, split: str, length: int, samples: int, seed: int, model_dir: Path,
-              tasks: str = "all") -> list[dict]:
+              tasks: str = "all", quiet: bool = False) -> list[dict]:
+    """`kascade tasks` samples; quiet: its report lines are dropped (and shown only if it fails)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "samples.jsonl"
-        subprocess.run([str(kascade), "tasks", "--split", split, "--tasks", tasks, "--lengths", str(length),
-                        "--samples", str(samples), "--seed", str(seed), "--tokenizer", str(model_dir),
-                        "--out", str(out)], check=True)
+        cmd = [str(kascade), "tasks", "--split", split, "--tasks", tasks, "--lengths", str(length),
+               "--samples", str(samples), "--seed", str(seed), "--tokenizer", str(model_dir), "--out", str(out)]
+        done = subprocess.run(cmd, capture_output=quiet, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} exited with {done.returncode}: {(done.stderr or '')[-600:]}")
         return [json.loads(line) for line in out.read_text().splitlines()]
 
 
@@ -189,6 +192,34 @@ def make_natural(root: Path, cache: Path, model_dir: Path, tok_sha: str) -> None
         print(f"natural/{split}: {n} works, {len(arrays['tokens'])} tokens, {size} bytes compressed")
 
 
+def task_documents(enc: Encoder, samples: list[dict], length: int, rng: np.random.Generator,
+                   chat_fraction: float) -> tuple[dict, list[str], int]:
+    """The packed arrays of task samples of one target length (a --chat-fraction share in the chat
+    format when it fits the length), the task names `task` indexes, and how many are chat."""
+    task_names = sorted(set(s["task"] for s in samples))
+    plain = enc.plain(samples)
+    use_chat = rng.random(len(samples)) < chat_fraction
+    chat_idx = [i for i in range(len(samples)) if use_chat[i]]
+    chat = dict(zip(chat_idx, enc.chat([samples[i] for i in chat_idx]))) if chat_idx else {}
+    docs, ans, lens, tasks, fmts = [], [], [], [], []
+    n_chat = 0
+    for i, s in enumerate(samples):
+        doc, a = plain[i]
+        f = 1
+        if i in chat and len(chat[i][0]) <= length:
+            doc, a = chat[i]
+            f = 2
+            n_chat += 1
+        if len(doc) > length + MAX_OVERHANG:
+            raise RuntimeError(f"{s['task']} sample {i}: {len(doc)} tokens, far over its length {length}")
+        docs.append(doc)
+        ans.append(a)
+        lens.append(length)
+        tasks.append(task_names.index(s["task"]))
+        fmts.append(f)
+    return pack(docs, ans, lens, tasks, fmts), task_names, n_chat
+
+
 def make_tasks(root: Path, name: str, spec: dict, kascade: Path, model_dir: Path, tok_sha: str,
                chat_fraction: float) -> None:
     enc = Encoder(model_dir)
@@ -198,37 +229,17 @@ def make_tasks(root: Path, name: str, spec: dict, kascade: Path, model_dir: Path
         t0 = time.time()
         samples = run_tasks(kascade, "train", length, spec["samples"], spec["seed"], model_dir, spec.get("tasks", "all"))
         t_gen = time.time() - t0
-        task_names = sorted(set(s["task"] for s in samples))
-        plain = enc.plain(samples)
-        use_chat = rng.random(len(samples)) < chat_fraction
-        chat_idx = [i for i in range(len(samples)) if use_chat[i]]
-        chat = dict(zip(chat_idx, enc.chat([samples[i] for i in chat_idx]))) if chat_idx else {}
-        docs, ans, lens, tasks, fmts = [], [], [], [], []
-        n_chat = 0
-        for i, s in enumerate(samples):
-            doc, a = plain[i]
-            f = 1
-            if i in chat and len(chat[i][0]) <= length:
-                doc, a = chat[i]
-                f = 2
-                n_chat += 1
-            if len(doc) > length + MAX_OVERHANG:
-                raise RuntimeError(f"{s['task']} sample {i}: {len(doc)} tokens, far over its length {length}")
-            docs.append(doc)
-            ans.append(a)
-            lens.append(length)
-            tasks.append(task_names.index(s["task"]))
-            fmts.append(f)
-        arrays = pack(docs, ans, lens, tasks, fmts)
+        arrays, task_names, n_chat = task_documents(enc, samples, length, rng, chat_fraction)
         meta = {"format": DATA_FORMAT, "version": DATA_VERSION, "kind": "tasks", "stage": name, "split": "train",
                 "seed": spec["seed"], "task_selection": spec.get("tasks", "all"), "length": length, "tokenizer_sha256": tok_sha, "tasks": task_names,
                 "chat_fraction": chat_fraction, "generator": "kascade tasks"}
         fname = f"tasks-{length}.npz.xz"
         size = write_npz_xz(root / name / fname, arrays, meta)
         total_bytes += size
-        n_ans = int(sum(len(d) - a for d, a in zip(docs, ans)))
-        print(f"{name}/{fname} @ {length}: {len(docs)} samples ({n_chat} chat), {len(arrays['tokens'])} tokens, "
-              f"{n_ans} answer tokens, {size} bytes ({size / len(docs):.0f} per sample); "
+        n_docs = len(arrays["ans_start"])
+        n_ans = int((np.diff(arrays["doc_offsets"]) - arrays["ans_start"]).sum())
+        print(f"{name}/{fname} @ {length}: {n_docs} samples ({n_chat} chat), {len(arrays['tokens'])} tokens, "
+              f"{n_ans} answer tokens, {size} bytes ({size / n_docs:.0f} per sample); "
               f"generated in {t_gen:.0f} s", flush=True)
     print(f"{name}: {total_bytes} bytes in total")
 

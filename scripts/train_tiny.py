@@ -8,7 +8,10 @@ One invocation = one chunk:
      folder without weights). No optimizer state is carried: AdamW's moments are re-estimated
      by a short linear learning-rate re-warm-up (--warmup-steps) at the start of every chunk.
   2. trains on the packed data of scripts/make_train_data.py (--data: a stage folder of task
-     samples, --natural: the natural-text folder) until --time-budget minus --reserve seconds
+     samples, --natural: the natural-text folder) — or, with --generate KASCADE, on task samples
+     generated while it trains (scripts/stream_train_data.py on the CPU cores, a seed range of the
+     chunk's own, the newest --stream-window samples of each length re-read every --stream-refresh
+     seconds, so samples are seen about once instead of learned by heart) — until --time-budget minus --reserve seconds
      have passed since the process started. Each optimizer step accumulates --micro-per-step
      micro-batches of ~--micro-tokens tokens; each micro-batch is either natural text (windows of
      --natural-ctx tokens) or task samples of one target length (one sample a row, padded to the
@@ -37,7 +40,7 @@ Other modes:
   --check-hf DIR        loads DIR with transformers' AutoModelForCausalLM and compares its logits
                         with this script's model on random tokens (the Hugging Face load check).
 
-Data format (written by scripts/make_train_data.py): every *.npz.xz file of a data folder is an
+Data format (written by scripts/make_train_data.py, read by scripts/train_data_io.py): every *.npz.xz file of a data folder is an
 lzma-compressed .npz with arrays tokens uint16 [T] (all documents back to back), doc_offsets int64
 [D+1] (document d is tokens[doc_offsets[d]:doc_offsets[d+1]]), ans_start int32 [D] (offset of the
 answer span inside the document; -1 for natural text), length int32 [D] (the task sample's target
@@ -53,16 +56,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
 import json
-import lzma
 import math
 import os
 import random
 import signal
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 START_TIME = time.time()
@@ -71,9 +71,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from train_data_io import DocSet, StreamedTasks, load_docset  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
-DATA_FORMAT = "kascade-tiny-train-data"
-DATA_VERSION = 1
 
 # Special token ids of models/kascade-tiny/tokenizer.json (scripts/train_tokenizer_tiny.py).
 BOS_ID, EOS_ID, EOT_ID = 4088, 4089, 4095
@@ -231,58 +232,6 @@ def load_weights(model, folder: Path) -> bool:
 # ------------------------------------------------------------------------------------------------
 # Data
 # ------------------------------------------------------------------------------------------------
-@dataclass
-class DocSet:
-    tokens: np.ndarray       # uint16 [T]
-    offsets: np.ndarray      # int64 [D+1]
-    ans_start: np.ndarray    # int32 [D]
-    length: np.ndarray       # int32 [D]
-    task: np.ndarray         # int16 [D]
-    fmt: np.ndarray          # uint8 [D]
-    metas: list              # one meta dict per file
-    task_names: list         # what `task` indexes (the union over the files, sorted)
-
-
-def read_npz_xz(path: Path) -> dict:
-    with lzma.open(path, "rb") as f:
-        raw = f.read()
-    with np.load(io.BytesIO(raw), allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
-
-
-def load_docset(folder: Path, tokenizer_sha: str | None) -> DocSet:
-    files = sorted(folder.glob("*.npz.xz"))
-    if not files:
-        raise FileNotFoundError(f"no *.npz.xz data files in {folder}")
-    parts, metas = [], []
-    for f in files:
-        z = read_npz_xz(f)
-        meta = json.loads(str(z["meta"]))
-        if meta.get("format") != DATA_FORMAT or meta.get("version") != DATA_VERSION:
-            raise ValueError(f"{f}: not {DATA_FORMAT} v{DATA_VERSION}")
-        if tokenizer_sha and meta.get("tokenizer_sha256") != tokenizer_sha:
-            raise ValueError(f"{f}: made with tokenizer {meta.get('tokenizer_sha256')}, "
-                             f"models/kascade-tiny has {tokenizer_sha}; regenerate the data")
-        parts.append(z)
-        metas.append(meta)
-    task_names = sorted(set(t for m in metas for t in m.get("tasks", [])))
-    for p, m in zip(parts, metas):  # per-file task ids -> ids into the union
-        local = m.get("tasks", [])
-        if local:
-            remap = np.array([task_names.index(t) for t in local], dtype=np.int16)
-            p["task"] = np.where(p["task"] >= 0, remap[np.maximum(p["task"], 0)], -1).astype(np.int16)
-    tokens = np.concatenate([p["tokens"] for p in parts])
-    offsets, base = [np.zeros(1, np.int64)], 0
-    for p in parts:
-        offsets.append(p["doc_offsets"][1:] + base)
-        base += int(p["doc_offsets"][-1])
-    return DocSet(tokens=tokens, offsets=np.concatenate(offsets),
-                  ans_start=np.concatenate([p["ans_start"] for p in parts]),
-                  length=np.concatenate([p["length"] for p in parts]),
-                  task=np.concatenate([p["task"] for p in parts]),
-                  fmt=np.concatenate([p["fmt"] for p in parts]), metas=metas, task_names=task_names)
-
-
 def tokenizer_sha256(path: Path) -> str:
     import hashlib
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -309,29 +258,36 @@ class Batcher:
             self.nat = torch.from_numpy(natural.tokens.astype(np.int32)).to(device)
             if self.nat.numel() < natural_ctx + 2:
                 raise ValueError(f"natural text has {self.nat.numel()} tokens, fewer than one window")
+        self.length_weights, self.task_weights = length_weights, task_weights
+        self.rows_drawn = 0  # task rows handed out (a streamed sample's reuse = rows / documents)
+        self.set_tasks(tasks)
+
+    def set_tasks(self, tasks: DocSet | None, strict_names: bool = True) -> None:
+        """(Re)builds the task buckets from `tasks` (streamed data: each refresh); strict_names: a
+        --task-weights name absent from the data is an error (streamed: the producer checked them)."""
         self.buckets = {}
         if tasks is not None:
-            self.task_tokens = torch.from_numpy(tasks.tokens.astype(np.int32)).to(device)
+            self.task_tokens = torch.from_numpy(tasks.tokens.astype(np.int32)).to(self.device)
+            names = tasks.task_names
+            unknown = set(self.task_weights) - set(names)
+            if unknown and strict_names:
+                raise ValueError(f"--task-weights names unknown tasks {sorted(unknown)}; known: {names}")
             for L in sorted(set(int(x) for x in tasks.length)):
-                w = length_weights.get(L, 1.0 if not length_weights else 0.0)
+                w = self.length_weights.get(L, 1.0 if not self.length_weights else 0.0)
                 if w <= 0:
                     continue
                 idx = np.nonzero(tasks.length == L)[0]
                 longest = int(np.diff(tasks.offsets)[idx].max())
-                names = tasks.task_names
-                unknown = set(task_weights) - set(names)
-                if unknown:
-                    raise ValueError(f"--task-weights names unknown tasks {sorted(unknown)}; known: {names}")
-                tw = np.array([task_weights.get(names[t], 1.0) for t in tasks.task[idx]], dtype=np.float64)
+                tw = np.array([self.task_weights.get(names[t], 1.0) for t in tasks.task[idx]], dtype=np.float64)
                 self.buckets[L] = dict(
                     weight=w, n=len(idx), row=-(-longest // 64) * 64,
-                    probs=None if not task_weights else torch.from_numpy(tw / tw.sum()).to(device),
-                    start=torch.from_numpy(tasks.offsets[idx]).to(device),
-                    size=torch.from_numpy(np.diff(tasks.offsets)[idx]).to(device),
-                    ans=torch.from_numpy(tasks.ans_start[idx].astype(np.int64)).to(device),
-                    order=torch.randperm(len(idx), device=device, generator=self.gen), pos=0)
+                    probs=None if not self.task_weights else torch.from_numpy(tw / tw.sum()).to(self.device),
+                    start=torch.from_numpy(tasks.offsets[idx]).to(self.device),
+                    size=torch.from_numpy(np.diff(tasks.offsets)[idx]).to(self.device),
+                    ans=torch.from_numpy(tasks.ans_start[idx].astype(np.int64)).to(self.device),
+                    order=torch.randperm(len(idx), device=self.device, generator=self.gen), pos=0)
             if not self.buckets and self.mix_natural < 1.0:
-                raise ValueError(f"no task samples with a length in {sorted(length_weights)}")
+                raise ValueError(f"no task samples with a length in {sorted(self.length_weights)}")
         lens = list(self.buckets)
         w = np.array([self.buckets[L]["weight"] for L in lens], dtype=np.float64)
         self.bucket_lengths, self.bucket_probs = lens, (w / w.sum() if len(w) else w)
@@ -371,6 +327,7 @@ class Batcher:
                 b["pos"] = 0
             pick = b["order"][b["pos"]:b["pos"] + B]
             b["pos"] += B
+        self.rows_drawn += B
         start, size, ans = b["start"][pick], b["size"][pick], b["ans"][pick]
         ar = torch.arange(R + 1, device=self.device)[None, :]
         valid = ar < size[:, None]
@@ -653,6 +610,56 @@ def parse_weights(spec: str) -> dict[int, float]:
     return out
 
 
+def start_stream(args, tok_sha: str, deadline_train: float):
+    """--generate: starts scripts/stream_train_data.py (fresh train-split samples on the CPU cores,
+    until the training deadline) and waits until every weighted length has a shard. Returns
+    (producer process, StreamedTasks, stop file)."""
+    import subprocess
+    folder = Path(args.stream_dir or f"/tmp/kascade-stream-{os.getpid()}")
+    folder.mkdir(parents=True, exist_ok=True)
+    stop_file = folder / "STOP"
+    stop_file.unlink(missing_ok=True)
+    cmd = [sys.executable, str(REPO / "scripts" / "stream_train_data.py"), "--out", str(folder),
+           "--kascade", args.generate, "--model", str(Path(args.tokenizer).parent), "--lengths", args.length_weights,
+           "--samples", str(args.generate_samples), "--workers", str(args.generate_workers),
+           "--seed-base", str(args.generate_seed), "--max-seconds", f"{max(10.0, deadline_train - time.time() + 5):.0f}",
+           "--stop-file", str(stop_file), "--stage", args.chunk or "stream"]
+    if args.task_weights:
+        cmd += ["--tasks", args.task_weights]
+    producer = subprocess.Popen(cmd)
+    import atexit
+    atexit.register(stop_stream, producer, stop_file)  # also when training fails
+    log(f"generating training samples: {' '.join(cmd[1:])}")
+    streamed = StreamedTasks(folder, args.stream_window, tok_sha)
+    wanted = set(L for L, w in parse_weights(args.length_weights).items() if w > 0)
+    t0 = time.time()
+    while True:
+        streamed.poll()
+        if wanted <= streamed.lengths():
+            break
+        if producer.poll() is not None:
+            raise RuntimeError(f"the sample producer exited with {producer.returncode} before every length had data")
+        if time.time() - t0 > args.stream_wait:
+            producer.terminate()
+            raise RuntimeError(f"no generated samples of lengths {sorted(wanted - streamed.lengths())} after "
+                               f"{args.stream_wait:.0f} s")
+        time.sleep(1.0)
+    log(f"first generated samples after {time.time() - t0:.0f} s: {streamed.shards} shards, "
+        f"{streamed.documents} samples, {streamed.tokens} tokens")
+    return producer, streamed, stop_file
+
+
+def stop_stream(producer, stop_file: Path) -> None:
+    """Asks the producer to stop (its workers finish the shard in hand) and waits; idempotent."""
+    if producer.poll() is not None:
+        return
+    stop_file.touch()
+    try:
+        producer.wait(timeout=20)
+    except Exception:
+        producer.kill()
+
+
 def train(args) -> int:
     torch.manual_seed(args.seed)
     random.seed(args.seed)
@@ -677,6 +684,10 @@ def train(args) -> int:
     heldout = load_docset(Path(args.natural) / "heldout", tok_sha) if args.natural else None
     evalset = load_docset(Path(args.eval_data), tok_sha) if args.eval_data else None
     stage = tasks.metas[0].get("stage", Path(args.data).name) if tasks else "natural"
+    producer = streamed = stop_file = None
+    if args.generate and not args.eval_only:
+        producer, streamed, stop_file = start_stream(args, tok_sha, deadline_train)
+        tasks, stage = streamed.docset(), "stream"
     log(f"data: {0 if tasks is None else len(tasks.tokens)} task tokens, "
         f"{0 if natural is None else len(natural.tokens)} natural tokens (stage {stage})")
 
@@ -758,8 +769,13 @@ def train(args) -> int:
 
     i = 0
     lr = 0.0
+    t_refresh = time.time()
     while (not args.eval_only and not stop["flag"] and time.time() < deadline_train
            and (args.max_steps <= 0 or i < args.max_steps)):
+        if streamed is not None and time.time() - t_refresh > args.stream_refresh:
+            t_refresh = time.time()
+            if streamed.poll():
+                batcher.set_tasks(streamed.docset(), strict_names=False)
         t_frac = (time.time() - t_train0) / max(1e-9, deadline_train - t_train0)
         lr = lr_at(i, t_frac, args)
         for g in opt.param_groups:
@@ -802,6 +818,12 @@ def train(args) -> int:
             save("periodic")
             t_last_save = time.time()
     flush_window()
+    if producer is not None:
+        stop_stream(producer, stop_file)
+        streamed.poll()
+        log(f"generated during training: {streamed.shards} shards, {streamed.documents} samples, "
+            f"{streamed.tokens} tokens; task rows drawn {batcher.rows_drawn} "
+            f"({batcher.rows_drawn / max(1, streamed.documents):.2f} per generated sample)")
     if not args.eval_only:
         log(f"training stopped after {i} steps in this chunk ({time.time() - t_train0:.0f} s), step {step}, "
             f"{tokens} tokens in total")
@@ -849,6 +871,16 @@ def main() -> int:
     ap.add_argument("--data", help="stage folder of task samples (*.npz.xz)")
     ap.add_argument("--natural", help="natural-text folder with train/ and heldout/ (*.npz.xz)")
     ap.add_argument("--eval-data", help="held-out task samples (*.npz.xz) for the end-of-chunk evaluation")
+    ap.add_argument("--generate", metavar="KASCADE", help="train on samples generated while training by this "
+                    "`kascade` CLI (scripts/stream_train_data.py; needs --length-weights and --generate-seed)")
+    ap.add_argument("--generate-seed", type=int, help="first user seed of the generated samples (>= 10^6; "
+                    "a range of its own for every chunk)")
+    ap.add_argument("--generate-workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    ap.add_argument("--generate-samples", type=int, default=8, help="samples per generated shard")
+    ap.add_argument("--stream-dir", help="folder of the generated shards (default /tmp/kascade-stream-PID)")
+    ap.add_argument("--stream-window", type=int, default=1024, help="newest generated samples kept per length")
+    ap.add_argument("--stream-refresh", type=float, default=15.0, help="seconds between reads of new shards")
+    ap.add_argument("--stream-wait", type=float, default=120.0, help="seconds to wait for the first shards")
     ap.add_argument("--tokenizer", default=str(REPO / "models" / "kascade-tiny" / "tokenizer.json"))
     ap.add_argument("--out", default=os.environ.get("OUT", "train/out"), help="checkpoint and logs folder")
     ap.add_argument("--log", default=str(REPO / "docs" / "model" / "training_log.csv"))
@@ -897,6 +929,13 @@ def main() -> int:
         return check_hf(Path(args.check_hf), args.preset)
     if args.plot:
         return plot_logs(Path(args.log), Path(args.eval_log), Path(args.plot))
+    if args.generate:
+        if args.data:
+            ap.error("--generate replaces --data: give one of them")
+        if not args.length_weights:
+            ap.error("--generate needs --length-weights (the lengths to generate, e.g. 4k=1,8k=1,16k=2)")
+        if args.generate_seed is None:
+            ap.error("--generate needs --generate-seed (a seed range of this chunk's own, >= 10^6)")
     return train(args)
 
 
