@@ -85,7 +85,8 @@ void add_kernel_benches(CLI::App& bench, KernelBench& prefill, KernelBench& deco
        {"--lens", "context lengths, comma-separated"},
        {"--layouts", "contiguous,paged"},
        {"--reps", "replays timed (median reported)"},
-       {"--mem-limit-gb", "skip configurations needing more device memory"}});
+       {"--mem-limit-gb", "skip configurations needing more device memory"},
+       {"--topk", "Top-k kernels of the anchors: auto (the plan's choice), chunked or rows"}});
 }
 
 Status run_kernel_bench(const KernelBench& b) {
