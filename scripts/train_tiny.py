@@ -242,7 +242,7 @@ class Batcher:
 
     def __init__(self, tasks: DocSet | None, natural: DocSet | None, device, micro_tokens: int,
                  natural_ctx: int, mix_natural: float, length_weights: dict[int, float],
-                 task_weights: dict[str, float], seed: int):
+                 task_weights: dict[str, float], seed: int, strict_names: bool = True):
         self.device = device
         self.micro_tokens = micro_tokens
         self.natural_ctx = natural_ctx
@@ -260,7 +260,7 @@ class Batcher:
                 raise ValueError(f"natural text has {self.nat.numel()} tokens, fewer than one window")
         self.length_weights, self.task_weights = length_weights, task_weights
         self.rows_drawn = 0  # task rows handed out (a streamed sample's reuse = rows / documents)
-        self.set_tasks(tasks)
+        self.set_tasks(tasks, strict_names)
 
     def set_tasks(self, tasks: DocSet | None, strict_names: bool = True) -> None:
         """(Re)builds the task buckets from `tasks` (streamed data: each refresh); strict_names: a
@@ -707,7 +707,8 @@ def train(args) -> int:
     if not args.eval_only:
         batcher = Batcher(tasks, natural, device, args.micro_tokens, args.natural_ctx, args.mix_natural,
                           parse_weights(args.length_weights), parse_task_weights(args.task_weights),
-                          args.seed + step0)
+                          args.seed + step0, strict_names=streamed is None)
+        # (streamed: the first shards need not hold every weighted task yet; the producer checked the names)
         log(f"mix: {batcher.describe()}")
         opt = make_optimizer(model, args.lr, args.weight_decay, device)
 
