@@ -94,6 +94,7 @@ class StreamedTasks:
         self.seen: set[str] = set()
         self.parts: dict[int, list[tuple[dict, dict]]] = {}  # length -> (arrays, meta), oldest first
         self.shards = self.documents = self.tokens = 0  # totals read
+        self.documents_by_length: dict[int, int] = {}  # target length -> documents read
 
     def poll(self) -> int:
         """Reads the new shards; returns how many."""
@@ -108,6 +109,8 @@ class StreamedTasks:
                 held.pop(0)
             self.shards += 1
             self.documents += len(z["ans_start"])
+            L = int(meta["length"])
+            self.documents_by_length[L] = self.documents_by_length.get(L, 0) + len(z["ans_start"])
             self.tokens += len(z["tokens"])
         return len(new)
 

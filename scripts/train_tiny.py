@@ -260,6 +260,7 @@ class Batcher:
                 raise ValueError(f"natural text has {self.nat.numel()} tokens, fewer than one window")
         self.length_weights, self.task_weights = length_weights, task_weights
         self.rows_drawn = 0  # task rows handed out (a streamed sample's reuse = rows / documents)
+        self.rows_drawn_by_length: dict[int, int] = {}
         self.set_tasks(tasks, strict_names)
 
     def set_tasks(self, tasks: DocSet | None, strict_names: bool = True) -> None:
@@ -328,6 +329,7 @@ class Batcher:
             pick = b["order"][b["pos"]:b["pos"] + B]
             b["pos"] += B
         self.rows_drawn += B
+        self.rows_drawn_by_length[L] = self.rows_drawn_by_length.get(L, 0) + B
         start, size, ans = b["start"][pick], b["size"][pick], b["ans"][pick]
         ar = torch.arange(R + 1, device=self.device)[None, :]
         valid = ar < size[:, None]
@@ -825,6 +827,10 @@ def train(args) -> int:
         log(f"generated during training: {streamed.shards} shards, {streamed.documents} samples, "
             f"{streamed.tokens} tokens; task rows drawn {batcher.rows_drawn} "
             f"({batcher.rows_drawn / max(1, streamed.documents):.2f} per generated sample)")
+        log("  by length: " + ", ".join(
+            f"{L}: {batcher.rows_drawn_by_length.get(L, 0)} rows / {n} samples "
+            f"({batcher.rows_drawn_by_length.get(L, 0) / max(1, n):.2f})"
+            for L, n in sorted(streamed.documents_by_length.items())))
     if not args.eval_only:
         log(f"training stopped after {i} steps in this chunk ({time.time() - t_train0:.0f} s), step {step}, "
             f"{tokens} tokens in total")
