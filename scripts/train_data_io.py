@@ -93,7 +93,7 @@ class StreamedTasks:
         self.folder, self.window, self.sha = folder, window, tokenizer_sha
         self.seen: set[str] = set()
         self.parts: dict[int, list[tuple[dict, dict]]] = {}  # length -> (arrays, meta), oldest first
-        self.shards = self.documents = self.tokens = 0  # totals read
+        self.shards = self.tokens = 0  # totals read
         self.documents_by_length: dict[int, int] = {}  # target length -> documents read
 
     def poll(self) -> int:
@@ -108,11 +108,15 @@ class StreamedTasks:
             while len(held) > 1 and sum(len(p["ans_start"]) for p, _ in held[1:]) >= self.window:
                 held.pop(0)
             self.shards += 1
-            self.documents += len(z["ans_start"])
             L = int(meta["length"])
             self.documents_by_length[L] = self.documents_by_length.get(L, 0) + len(z["ans_start"])
             self.tokens += len(z["tokens"])
         return len(new)
+
+    @property
+    def documents(self) -> int:
+        """Documents read, all lengths."""
+        return sum(self.documents_by_length.values())
 
     def lengths(self) -> set[int]:
         return set(self.parts)

@@ -259,7 +259,7 @@ class Batcher:
             if self.nat.numel() < natural_ctx + 2:
                 raise ValueError(f"natural text has {self.nat.numel()} tokens, fewer than one window")
         self.length_weights, self.task_weights = length_weights, task_weights
-        self.rows_drawn = 0  # task rows handed out (a streamed sample's reuse = rows / documents)
+        # task rows handed out per target length (a streamed sample's reuse = rows / documents)
         self.rows_drawn_by_length: dict[int, int] = {}
         self.set_tasks(tasks, strict_names)
 
@@ -299,6 +299,10 @@ class Batcher:
             parts.append(f"tasks@{L} {(1 - self.mix_natural) * p:.2f} ({self.buckets[L]['n']} samples)")
         return ", ".join(parts)
 
+    @property
+    def rows_drawn(self) -> int:
+        return sum(self.rows_drawn_by_length.values())
+
     def next(self):
         """(inputs [B, L] int64, targets [B, L] int64, kind [B, L] int8: 0 ignore, 1 natural,
         2 prompt, 3 answer; label; is_task) for one micro-batch."""
@@ -328,7 +332,6 @@ class Batcher:
                 b["pos"] = 0
             pick = b["order"][b["pos"]:b["pos"] + B]
             b["pos"] += B
-        self.rows_drawn += B
         self.rows_drawn_by_length[L] = self.rows_drawn_by_length.get(L, 0) + B
         start, size, ans = b["start"][pick], b["size"][pick], b["ans"][pick]
         ar = torch.arange(R + 1, device=self.device)[None, :]

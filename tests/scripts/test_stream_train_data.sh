@@ -66,6 +66,7 @@ assert ds.offsets[-1] == len(ds.tokens) and len(ds.offsets) == len(ds.length) + 
 names = [ds.task_names[t] for t in ds.task]
 expected = [m["tasks"][0] for L in sorted(st.parts) for p, m in st.parts[L] for _ in range(len(p["ans_start"]))]
 assert names == expected, "task ids remapped wrongly"
+assert st.documents == 2 * len(shards), f"{st.documents} documents read from {len(shards)} shards"
 assert st.documents_by_length == {L: 2 * sum(1 for f in shards if f.name.startswith(f"shard-{L}-")) for L in lengths}, \
     f"documents by length {st.documents_by_length}"
 print(f"{len(shards)} shards, tasks {sorted(tasks)}, {st.documents} samples, {st.tokens} tokens")
