@@ -159,14 +159,15 @@ std::vector<CellRatio> bench_ratios(const std::vector<CellResult>& results) {
 
 std::string format_bench_table(const std::vector<CellResult>& results, const std::vector<CellRatio>& ratios) {
   std::ostringstream os;
-  char line[320];
-  std::snprintf(line, sizeof(line), "%-16s %6s %8s %12s %14s %12s %11s %13s  %s\n", "policy", "batch", "prompt",
-                "TTFT (ms)", "decode tok/s", "ms / step", "plan GiB", "measured GiB", "decode path");
+  char line[360];
+  std::snprintf(line, sizeof(line), "%-16s %6s %8s %12s %14s %12s %12s %11s %13s  %s\n", "policy", "batch", "prompt",
+                "TTFT (ms)", "decode tok/s", "ms / step", "GPU ms/step", "plan GiB", "measured GiB", "decode path");
   os << line;
   for (const CellResult& r : results) {
-    std::snprintf(line, sizeof(line), "%-16s %6d %8s %12.1f %14.1f %12.2f %11.2f %13.2f  %s\n", r.cell.policy.c_str(),
-                  r.cell.batch, human_tokens(r.cell.prompt_tokens).c_str(), r.ttft_ms, r.decode_tokens_per_s,
-                  r.decode_ms_per_step, gib(r.planned_bytes), gib(r.measured_peak_bytes), r.decode_path.c_str());
+    std::snprintf(line, sizeof(line), "%-16s %6d %8s %12.1f %14.1f %12.2f %12.2f %11.2f %13.2f  %s\n",
+                  r.cell.policy.c_str(), r.cell.batch, human_tokens(r.cell.prompt_tokens).c_str(), r.ttft_ms,
+                  r.decode_tokens_per_s, r.decode_ms_per_step, r.decode_gpu_ms_per_step, gib(r.planned_bytes),
+                  gib(r.measured_peak_bytes), r.decode_path.c_str());
     os << line;
   }
   if (!ratios.empty()) {
@@ -193,6 +194,7 @@ nlohmann::json bench_json(const std::vector<CellResult>& results, const std::vec
                           {"ttft_ms", r.ttft_ms},
                           {"decode_tokens_per_s", r.decode_tokens_per_s},
                           {"decode_ms_per_step", r.decode_ms_per_step},
+                          {"decode_gpu_ms_per_step", r.decode_gpu_ms_per_step},
                           {"decode_steps", r.decode_steps},
                           {"planned_gpu_bytes", r.planned_bytes},
                           {"measured_peak_gpu_bytes", r.measured_peak_bytes},

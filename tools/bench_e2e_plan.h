@@ -53,7 +53,9 @@ struct CellResult {
   BenchCell cell;
   double ttft_ms = 0;                   // prefill of the batch up to the first sampled tokens
   double decode_tokens_per_s = 0;       // tokens of all sequences per second over the decode steps
-  double decode_ms_per_step = 0;
+  double decode_ms_per_step = 0;       // wall clock
+  double decode_gpu_ms_per_step = 0;   // the device's share (CUDA events from each step's first
+                                       // upload to its last download); the rest is host time
   int64_t decode_steps = 0;
   size_t planned_bytes = 0;             // GpuMemoryPlan::total() of the cell
   size_t measured_peak_bytes = 0;       // largest (total - free) seen during the run (cudaMemGetInfo)

@@ -13,7 +13,8 @@
 // --anchors says otherwise. Each cell is preceded by a short warm-up generate of the same batch
 // (plans, cuBLAS heuristics, graph capture) unless --no-warmup.
 // Reported per cell: TTFT (prefill of the whole batch up to its first sampled tokens), decode
-// tokens/s (all sequences) and ms per step, the device memory planned (weights + KV cache +
+// tokens/s (all sequences) and ms per step (wall clock, and the GPU's share of it: CUDA events
+// around each step, the rest being host work between launches), the device memory planned (weights + KV cache +
 // activations + sampler + reserve, runtime/gpu_memory_plan.h) and the peak measured with
 // cudaMemGetInfo during the run (total − free, whole device), the decode path (graph or eager);
 // then the ratios of each policy to dense. Before anything runs, every cell's plan is checked
@@ -279,6 +280,8 @@ Status run_e2e(const E2eArgs& a) {
     r.decode_tokens_per_s = result.stats.decode_tokens_per_s();
     r.decode_steps = result.stats.decode_steps;
     r.decode_ms_per_step = r.decode_steps > 0 ? result.stats.decode_s * 1e3 / static_cast<double>(r.decode_steps) : 0;
+    r.decode_gpu_ms_per_step =
+        r.decode_steps > 0 ? result.stats.decode_timings.device_s * 1e3 / static_cast<double>(r.decode_steps) : 0;
     r.planned_bytes = planned[i];
     r.measured_peak_bytes = peak;
     r.decode_path = format_cuda_graph_line(result.stats.cuda_graph);

@@ -144,6 +144,8 @@ struct PhaseTimings {
   double matmul_flops = 0.0;  // their FLOPs, 2·m·n·k
   double attention_s = 0.0;   // K/V store + the policy's attention (selection included)
   double other_s = 0.0;       // embedding, norms, RoPE, SiLU, residual adds, logits rows
+  double device_s = 0.0;      // GPU runtime: the device's time of the phase's calls, from each call's
+                              // first upload to its last download (CUDA events); 0 on the CPU
   double matmul_gflops() const { return matmul_s > 0 ? matmul_flops / matmul_s / 1e9 : 0.0; }
 };
 

@@ -57,12 +57,15 @@ struct ForwardInput {
 
 // Wall time spent per kind of work, summed over calls (for the runtime's closing report and the
 // CPU benchmark): linear layers (sgemm, with their FLOPs), attention (K/V store + the policy's
-// attention), and the rest (embedding, norms, RoPE, SiLU, residual adds).
+// attention), and the rest (embedding, norms, RoPE, SiLU, residual adds). A CUDA session also
+// measures device_s: the GPU time of each call from its first upload to its last download (CUDA
+// events), so wall − device is the host's share (preparation, graph checks, synchronisation).
 struct ForwardTimings {
   double matmul_s = 0.0;
   double matmul_flops = 0.0;  // 2·m·n·k summed over the linear layers
   double attention_s = 0.0;
   double other_s = 0.0;
+  double device_s = 0.0;      // CUDA sessions only; 0 on the CPU
 };
 
 // Activation buffers reused across calls (grown on demand), and the timings of the calls.

@@ -2,6 +2,7 @@
 // Tested by tests/unit/runtime/test_report.cpp.
 #include "runtime/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -56,6 +57,17 @@ std::string timings_line(const char* mode, const PhaseTimings& t, double total_s
   return os.str();
 }
 
+// The GPU runtime's split of a phase's wall time: the device's share (CUDA events around each call)
+// and the rest (host preparation, graph checks, synchronisation, the caller's loop).
+std::string device_line(const char* mode, const PhaseTimings& t, double total_s) {
+  std::ostringstream os;
+  const double host_s = std::max(0.0, total_s - t.device_s);
+  os << "time, " << mode << ": device " << fixed(t.device_s, 3) << " s"
+     << (total_s > 0 ? " (" + fixed(100.0 * t.device_s / total_s, 0) + "%)" : std::string()) << " | host "
+     << fixed(host_s, 3) << " s";
+  return os.str();
+}
+
 }  // namespace
 
 AttendedSummary summarize_attended(const AttendedStatistics& statistics, int32_t num_layers) {
@@ -82,6 +94,8 @@ std::string format_report(const GenerateStats& s) {
        << fixed(s.decode_tokens_per_s(), 1) << " tok/s), " << s.decode_steps << " steps\n";
   if (s.prefill_timings.matmul_s > 0) os << timings_line("prefill", s.prefill_timings, s.prefill_s) << "\n";
   if (s.decode_timings.matmul_s > 0) os << timings_line("decode", s.decode_timings, s.decode_s) << "\n";
+  if (s.prefill_timings.device_s > 0) os << device_line("prefill", s.prefill_timings, s.prefill_s) << "\n";
+  if (s.decode_timings.device_s > 0) os << device_line("decode", s.decode_timings, s.decode_s) << "\n";
   if (s.attended.prefill_total.causal > 0)
     os << attended_line("prefill", s.attended.prefill, s.attended.prefill_total) << "\n";
   if (s.attended.decode_total.causal > 0)

@@ -76,6 +76,7 @@ PhaseTimings phase_between(const ForwardTimings& before, const ForwardTimings& a
   p.matmul_flops = after.matmul_flops - before.matmul_flops;
   p.attention_s = after.attention_s - before.attention_s;
   p.other_s = after.other_s - before.other_s;
+  p.device_s = after.device_s - before.device_s;
   return p;
 }
 

@@ -1,5 +1,6 @@
 // tests/cuda/test_ops_norm.cpp — rmsnorm_rows (src/cuda/ops/norm.h) against ref::rmsnorm_ref on
-// random rows of awkward widths, with and without a row gather, bf16 and fp16 outputs (outputs
+// random rows of awkward widths (the scalar kernel) and of widths divisible by 4 up to 8192 (the
+// vector kernel), with and without a row gather, bf16 and fp16 outputs (outputs
 // poisoned with NaN, canaries checked). Tolerance: the fp32 reference rounded to the dtype, within
 // one unit of the dtype's rounding (2·u relative) — the kernel's fp32 sum differs from the fp64 one
 // by a few fp32 ulps, which moves a result across at most one rounding boundary.
@@ -16,7 +17,7 @@ namespace {
 TEST(OpsNorm, MatchesReferenceWithGather) {
   KC_SKIP_WITHOUT_GPU();
   for (DType dtype : {DType::kBF16, DType::kF16}) {
-    for (int dim : {1, 31, 64, 129, 1000, 4097}) {
+    for (int dim : {1, 31, 64, 129, 384, 1000, 4096, 4097, 8192, 8196}) {  // 384..8192: the vector kernel
       auto rng = rng_for_test(static_cast<uint64_t>(dim) * 3 + static_cast<uint64_t>(dtype));
       const int64_t rows = 37;
       std::vector<float> x = random_floats(rng, static_cast<size_t>(rows * dim), -3.0f, 3.0f);

@@ -2,8 +2,11 @@
 // Tested by tests/cuda/test_gpu_runtime_parity.cpp and test_gpu_runtime_memory.cpp.
 #include "cuda/model/cuda_session.h"
 
+#include <cuda_profiler_api.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <limits>
 #include <string>
 
@@ -78,6 +81,15 @@ Result<std::unique_ptr<CudaSession>> CudaSession::create(CudaModel& model, Atten
   KC_ASSIGN_OR_RETURN(s->kv_, device_alloc(s->plan_.kv_cache, "the KV cache"));
   KC_ASSIGN_OR_RETURN(s->workspace_, device_alloc(s->layout_.total, "the activation workspace"));
   KC_ASSIGN_OR_RETURN(s->sampler_, DeviceSampler::create(s->limits_.num_sequences, c.vocab_size, model.stream()));
+  KC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s->call_begin_));
+  KC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s->call_end_));
+  if (const char* step = std::getenv("KASCADE_PROFILE_DECODE_STEP"); step != nullptr && *step != '\0') {
+    char* end = nullptr;
+    const long long n = std::strtoll(step, &end, 10);
+    KC_CHECK_ARG(end != nullptr && *end == '\0' && n >= 1, "KASCADE_PROFILE_DECODE_STEP is '", step,
+                 "'; expected a decode step number >= 1");
+    s->profile_decode_call_ = n;
+  }
   s->host_policy_ = options.host_policy;
   s->observer_ = options.observer;
   if (!options.cuda_graph) {
@@ -99,6 +111,8 @@ CudaSession::~CudaSession() {
   graph_.reset();
   if (kv_ != nullptr) (void)cudaFree(kv_);
   if (workspace_ != nullptr) (void)cudaFree(workspace_);
+  if (call_begin_ != nullptr) (void)cudaEventDestroy(call_begin_);
+  if (call_end_ != nullptr) (void)cudaEventDestroy(call_end_);
 }
 
 void* CudaSession::k_cache(int32_t layer) const {
@@ -190,6 +204,8 @@ Status CudaSession::prepare(ForwardMode mode, const std::vector<runtime::CallIte
 
 Status CudaSession::upload_inputs(const Call& call, const SampleStep* sample) {
   const cudaStream_t stream = model_->stream();
+  KC_CUDA_RETURN_IF_ERROR(cudaEventRecord(call_begin_, stream));
+  call_timed_ = true;
   // Pageable sources: the copies are staged before cudaMemcpyAsync returns, so the host arrays may
   // change after.
   KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(at(layout_.ints), host_ints_.data(), host_ints_.size() * sizeof(int32_t),
@@ -221,6 +237,11 @@ Status CudaSession::enqueue(const Call& call, const SampleStep* sample) {
 }
 
 Status CudaSession::forward(const Call& call, const SampleStep* sample) {
+  if (call.mode == ForwardMode::kDecode && ++decode_calls_ == profile_decode_call_) {
+    KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(model_->stream()));
+    KC_CUDA_RETURN_IF_ERROR(cudaProfilerStart());
+    profiling_ = true;
+  }
   if (call.mode == ForwardMode::kDecode && graph_stats_.enabled) return forward_graph(call, sample);
   if (call.mode == ForwardMode::kDecode) ++graph_stats_.eager_steps;
   KC_RETURN_IF_ERROR(upload_inputs(call, sample));
@@ -416,11 +437,26 @@ Status CudaSession::host_attention(int32_t layer, const QueryBatch& q, const Pag
   return ok_status();
 }
 
+Status CudaSession::mark_call_end() {
+  if (call_timed_) KC_CUDA_RETURN_IF_ERROR(cudaEventRecord(call_end_, model_->stream()));
+  return ok_status();
+}
+
 Status CudaSession::commit(const std::vector<runtime::CallItem>& items) {
   uint32_t error = 0;
   KC_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(&error, at(layout_.error), sizeof(uint32_t), cudaMemcpyDeviceToHost, model_->stream()));
   KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(model_->stream()));
+  if (profiling_) {
+    profiling_ = false;
+    KC_CUDA_RETURN_IF_ERROR(cudaProfilerStop());
+  }
+  if (call_timed_) {
+    float ms = 0.0f;
+    KC_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, call_begin_, call_end_));
+    timings_.device_s += 1e-3 * static_cast<double>(ms);
+    call_timed_ = false;
+  }
   if (error != 0) return out_of_range("cuda session: the embedding met a token id outside the vocabulary");
   KC_RETURN_IF_ERROR(model_->backend()->check_device_errors());
   for (const runtime::CallItem& item : items) lengths_[item.sequence] += static_cast<int64_t>(item.tokens.size());
@@ -438,6 +474,7 @@ Status CudaSession::step(ForwardMode mode, const std::vector<runtime::CallItem>&
   if (count > 0)
     KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits->data(), at(layout_.logits), count * sizeof(float),
                                             cudaMemcpyDeviceToHost, model_->stream()));
+  KC_RETURN_IF_ERROR(mark_call_end());
   KC_RETURN_IF_ERROR(commit(items));
   timings_.other_s += std::chrono::duration<double>(Clock::now() - start).count();
   return ok_status();
@@ -459,6 +496,7 @@ Status CudaSession::step_sample(ForwardMode mode, const std::vector<runtime::Cal
     KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tokens->data(), at(layout_.tokens_out),
                                             static_cast<size_t>(call.rows) * sizeof(int32_t), cudaMemcpyDeviceToHost,
                                             model_->stream()));
+  KC_RETURN_IF_ERROR(mark_call_end());
   KC_RETURN_IF_ERROR(commit(items));
   for (size_t i = 0; i < tokens->size(); ++i)
     if ((*tokens)[i] < 0) return out_of_range("cuda session: the logits of sampled row ", i, " hold a NaN");

@@ -40,6 +40,10 @@
 // o_proj (the residual after o_proj minus the one before, fp32) are copied to the host and passed
 // to it. Both synchronise per layer and run eagerly (no CUDA graph): they are for calibration, not
 // for speed.
+// Profiling hook: with the environment variable KASCADE_PROFILE_DECODE_STEP=N (N >= 1) the N-th
+// decode call of every session runs between cudaProfilerStart() and cudaProfilerStop(), so
+// `ncu --profile-from-start off --graph-profiling node …` measures the kernels of one decode step
+// (graph replays included) without the prefill before it.
 // Tested by tests/cuda/test_gpu_runtime_parity.cpp (logits and greedy tokens vs the CPU runtime),
 // tests/cuda/test_gpu_runtime_memory.cpp (planning, refusals) and tests/cuda/test_gpu_runtime_graph.cpp
 // (graph decode vs eager decode: logits, greedy and sampled tokens, varlen batches, the eager reasons).
@@ -126,6 +130,8 @@ class CudaSession final : public runtime::ForwardSession {
   void* k_cache(int32_t layer) const;
   void* v_cache(int32_t layer) const;
   Status commit(const std::vector<runtime::CallItem>& items);
+  // Records call_end_ after the call's last download (the start is recorded by upload_inputs).
+  Status mark_call_end();
 
   CudaModel* model_;
   AttentionPolicy* policy_;
@@ -145,6 +151,13 @@ class CudaSession final : public runtime::ForwardSession {
   int64_t off_tokens_ = 0, off_positions_ = 0, off_slots_ = 0, off_cu_ = 0, off_kv_lens_ = 0, off_table_ = 0,
           off_rows_ = 0;
   ForwardTimings timings_;
+  // The device time of each call (timings_.device_s): recorded at its first upload and after its
+  // last download, read at commit (after the synchronisation).
+  cudaEvent_t call_begin_ = nullptr, call_end_ = nullptr;
+  bool call_timed_ = false;  // call_begin_ was recorded by the current call
+  int64_t decode_calls_ = 0;       // decode calls so far (the profiling hook counts them)
+  int64_t profile_decode_call_ = 0;  // KASCADE_PROFILE_DECODE_STEP, 0 = off
+  bool profiling_ = false;           // cudaProfilerStart() was called for the current call
   // Host policy and observer (calibration).
   bool host_policy_ = false;
   ForwardObserver* observer_ = nullptr;

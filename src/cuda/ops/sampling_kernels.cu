@@ -14,6 +14,7 @@ namespace kascade::cuda {
 namespace {
 
 constexpr int kThreads = 1024;      // argmax
+constexpr int kArgmaxLoads = 8;     // argmax loads in flight per thread
 constexpr int kScanThreads = 512;   // row statistics and the ranked scans (register budget: no spills)
 
 struct MaxOp {
@@ -33,10 +34,22 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* __restric
   float best = -INFINITY;
   int64_t best_id = vocab;  // "none yet": loses every comparison
   bool nan = false;
-  for (int64_t i = threadIdx.x; i < vocab; i += kThreads) {
-    const float v = row[i];
-    if (isnan(v)) nan = true;
-    else if (best_id == vocab || v > best) best = v, best_id = i;  // ascending i per thread: first max kept
+  // kArgmaxLoads loads in flight per thread (the row is read once; latency, not bandwidth, bounds a
+  // pass over a 128K-token vocabulary), compared in ascending i: each thread keeps its first max.
+  for (int64_t base = threadIdx.x; base < vocab; base += static_cast<int64_t>(kThreads) * kArgmaxLoads) {
+    float v[kArgmaxLoads];
+#pragma unroll
+    for (int k = 0; k < kArgmaxLoads; ++k) {
+      const int64_t i = base + static_cast<int64_t>(k) * kThreads;
+      v[k] = i < vocab ? __ldg(row + i) : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kArgmaxLoads; ++k) {
+      const int64_t i = base + static_cast<int64_t>(k) * kThreads;
+      if (i >= vocab) break;
+      if (isnan(v[k])) nan = true;
+      else if (best_id == vocab || v[k] > best) best = v[k], best_id = i;
+    }
   }
   __shared__ float s_val[kThreads];
   __shared__ int64_t s_id[kThreads];

@@ -60,5 +60,21 @@ TEST(Report, ClosingReport) {
   EXPECT_EQ(format_report(prefill_only), "prefill: 10 tokens in 1.000 s (10.0 tok/s)\n");
 }
 
+TEST(Report, GpuRunSplitsWallTimeIntoDeviceAndHost) {
+  GenerateStats s;
+  s.decode_tokens = 40;
+  s.decode_steps = 10;
+  s.decode_s = 0.5;
+  s.decode_timings.device_s = 0.4;
+  s.prefill_tokens = 8;
+  s.prefill_s = 0.2;
+  s.prefill_timings.device_s = 0.25;  // events can exceed the wall clock by rounding: host clamps to 0
+  EXPECT_EQ(format_report(s),
+            "prefill: 8 tokens in 0.200 s (40.0 tok/s)\n"
+            "decode:  40 tokens in 0.500 s (80.0 tok/s), 10 steps\n"
+            "time, prefill: device 0.250 s (125%) | host 0.000 s\n"
+            "time, decode: device 0.400 s (80%) | host 0.100 s\n");
+}
+
 }  // namespace
 }  // namespace kascade::runtime

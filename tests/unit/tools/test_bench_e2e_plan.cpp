@@ -104,6 +104,7 @@ TEST(BenchE2ePlan, RatiosTableAndJson) {
   results[1].cell = {"kascade", 131072, 1};
   results[1].ttft_ms = 18000;
   results[1].decode_tokens_per_s = 100;
+  results[1].decode_gpu_ms_per_step = 7.3;
   results[2].cell = {"kascade", 32768, 8};  // no dense counterpart: no ratio
   results[2].ttft_ms = 1;
   const auto ratios = bench_ratios(results);
@@ -114,8 +115,11 @@ TEST(BenchE2ePlan, RatiosTableAndJson) {
   const std::string table = format_bench_table(results, ratios);
   EXPECT_NE(table.find("128K"), std::string::npos) << table;
   EXPECT_NE(table.find("2.50"), std::string::npos) << table;
+  EXPECT_NE(table.find("GPU ms/step"), std::string::npos) << table;
+  EXPECT_NE(table.find("7.30"), std::string::npos) << table;
   const nlohmann::json j = bench_json(results, ratios);
   EXPECT_EQ(j["cells"].size(), 3u);
+  EXPECT_EQ(j["cells"][1]["decode_gpu_ms_per_step"], 7.3);
   EXPECT_EQ(j["ratios_vs_dense"][0]["decode_throughput_speedup"], 2.5);
 }
 
