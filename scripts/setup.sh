@@ -4,7 +4,8 @@
 # Build dependencies (Debian packages): a C++20 compiler, CMake >= 3.25, Ninja, GoogleTest,
 # nlohmann-json, CLI11, PCRE2, OpenBLAS, pkg-config. CUDA (nvcc) is optional and never installed here.
 # Python packages of the training-data scripts (scripts/make_train_data.py, stream_train_data.py,
-# tested by tests/scripts/test_stream_train_data.sh): numpy, tokenizers, jinja2 (pip, when missing).
+# tested by tests/scripts/test_stream_train_data.sh) and of the plots (scripts/plot_*.py, tested by
+# the accuracy-study and calibration tests): numpy, tokenizers, jinja2, matplotlib (pip, when missing).
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev nlohmann-json3-dev
@@ -21,14 +22,14 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 echo "setup: build dependencies present"
-if ! python3 -c "import numpy, tokenizers, jinja2" 2>/dev/null; then
-  echo "setup: installing numpy tokenizers jinja2 (pip)"
+if ! python3 -c "import numpy, tokenizers, jinja2, matplotlib" 2>/dev/null; then
+  echo "setup: installing numpy tokenizers jinja2 matplotlib (pip)"
   if ! python3 -m pip --version >/dev/null 2>&1; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
   fi
-  python3 -m pip install --quiet numpy tokenizers jinja2 2>/dev/null ||
-    python3 -m pip install --quiet --break-system-packages numpy tokenizers jinja2
+  python3 -m pip install --quiet numpy tokenizers jinja2 matplotlib 2>/dev/null ||
+    python3 -m pip install --quiet --break-system-packages numpy tokenizers jinja2 matplotlib
 fi
 echo "setup: python packages present"

@@ -12,7 +12,8 @@
 // memory, zero fill for masked rows); no CTA-wide barrier in the main loop. Per tile a warp computes
 // S = Q·Kᵀ with m16n8k16 tensor-core MMAs (rows = the slot's query heads, padded to 16), an online
 // softmax in the exp2 domain on the accumulators, and O += P·V with P packed back to 16 bits.
-// Row offsets of the next tiles are fetched one and two iterations ahead (index row → block table).
+// The row offsets of later tiles are found one step per iteration ahead of their use (index row →
+// block table → offset: a raw load in one iteration, its check in the next), so no check waits on a load.
 // The warps' states merge in shared memory; a CTA whose split is not the only active one writes
 // (o, lse) partials and the last CTA of its (b, slot) (an atomic ticket, reset after use) merges
 // them, so no second launch is needed. Modes (template flags):
@@ -155,32 +156,59 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
   const int page_mask = (1 << p.log2_page_size) - 1;
   const int64_t table_row = static_cast<int64_t>(b) * p.max_pages_per_seq;
 
-  // Key position held by this lane (row lane & 15) for the warp's local tile `it`; -1 = masked.
-  auto key_position = [&](int it) -> int {
+  // The row offset of a tile's key is found in three dependent steps — the key (index row), its page
+  // (block table), the offset — each a load whose check must not stall the warp: a check right after
+  // its load waits a memory latency per tile (the sparse decode spent ~40 % of its stall samples on
+  // the index check). So each step's raw value is loaded one iteration before it is checked:
+  // load_key → check_key (next iteration) → load_page → offset_of (next iteration) → issue.
+
+  // Index of this lane's key (row lane & 15) in the CTA's key list for the warp's local tile `it`;
+  // -1 when the lane is past the tile's or the list's end.
+  auto key_slot = [&](int it) -> int {
     if (it >= my_tiles) return -1;
     const int i = begin + (warp + it * kDecodeWarps) * kTileKeys + (lane & 15);
-    if (i >= end) return -1;
+    return i < end ? i : -1;
+  };
+  // Raw key of the lane for tile `it` (the index row's entry, unchecked; 0 when there is none).
+  auto load_key = [&](int it) -> int {
+    const int i = key_slot(it);
+    if (i < 0) return 0;
     if constexpr (kIndexed) {
-      const int j = index_row[i];
-      if (j < 0 || j >= n) {
-        report_error(p, kErrorIndex);
-        return -1;
-      }
-      return j;
+      return index_row[i];
     } else {
       return i;
     }
   };
-  // Element offset of (position, kv_head, channel 0) in K/V; -1 = masked.
-  auto row_offset = [&](int position) -> int64_t {
+  // Key position of the lane for tile `it` from its raw key, or -1 = masked (an index outside
+  // [0, n) is reported).
+  auto check_key = [&](int it, int raw) -> int {
+    if (key_slot(it) < 0) return -1;
+    if constexpr (kIndexed) {
+      if (raw < 0 || raw >= n) {
+        report_error(p, kErrorIndex);
+        return -1;
+      }
+    }
+    return raw;
+  };
+  // Raw block-table entry of a position (unchecked; 0 when masked).
+  auto load_page = [&](int position) -> int {
+    return position < 0 ? 0 : p.block_table[table_row + (position >> p.log2_page_size)];
+  };
+  // Element offset of (position, kv_head, channel 0) in K/V; -1 = masked (a page outside
+  // [0, num_pages) is reported).
+  auto offset_of = [&](int position, int page) -> int64_t {
     if (position < 0) return -1;
-    const int page = p.block_table[table_row + (position >> p.log2_page_size)];
     if (page < 0 || page >= p.num_pages) {
       report_error(p, kErrorPage);
       return -1;
     }
     return ((static_cast<int64_t>(page) << p.log2_page_size) + (position & page_mask)) * p.num_kv_heads * D +
            static_cast<int64_t>(kv_head) * D;
+  };
+  auto row_offset_now = [&](int it) -> int64_t {  // all three steps at once (the prologue)
+    const int position = check_key(it, load_key(it));
+    return offset_of(position, load_page(position));
   };
   auto issue = [&](int it, int64_t offset) {
     if (it < my_tiles) {
@@ -208,14 +236,18 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
   for (int i = 0; i < (kPV ? D / 8 : 1); ++i) o_acc[i][0] = o_acc[i][1] = o_acc[i][2] = o_acc[i][3] = 0.0f;
 
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) issue(s, row_offset(key_position(s)));
-  int64_t next_offset = row_offset(key_position(kStages - 1));
-  int next_position = key_position(kStages);
+  for (int s = 0; s < kStages - 1; ++s) issue(s, row_offset_now(s));
+  int64_t next_offset = row_offset_now(kStages - 1);  // tile it + kStages - 1, issued in iteration it
+  int pending_position = check_key(kStages, load_key(kStages));  // tile it + kStages
+  int pending_page = load_page(pending_position);
+  int raw_key = load_key(kStages + 1);                 // tile it + kStages + 1
 
   for (int it = 0; it < my_tiles; ++it) {
     issue(it + kStages - 1, next_offset);
-    next_offset = row_offset(next_position);
-    next_position = key_position(it + kStages + 1);
+    next_offset = offset_of(pending_position, pending_page);
+    pending_position = check_key(it + kStages + 1, raw_key);
+    pending_page = load_page(pending_position);
+    raw_key = load_key(it + kStages + 2);
     cp_async_wait<kStages - 1>();
     __syncwarp();
 
