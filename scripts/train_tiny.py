@@ -30,8 +30,10 @@ One invocation = one chunk:
      lm_head is not stored), also every --save-every seconds during training;
   4. evaluates: perplexity on the held-out natural text, then greedy decoding of held-out task
      samples (the dev split of the task suite) scored as RULER does, while time is left;
-  5. appends to --log (CSV: one row per --log-every steps) and --eval-log (CSV: one row per task x
-     length) and writes both, whole, to --out, so the caller carries them on to the next chunk.
+  5. writes --out/training_log.csv (one row per --log-every steps) and --out/eval_log.csv (one row per
+     task x length): the history read from --log / --eval-log (default: the committed docs/model/*.csv;
+     the step and token counters continue from it) followed by this chunk's rows. The history files
+     are not modified (scripts/train_logs.py), so the caller copies the two files over docs/model/.
 
 Other modes:
   --eval-only           evaluates --init (perplexity, tasks) within --time-budget; writes only eval_log.csv.
@@ -73,6 +75,7 @@ import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_data_io import DocSet, StreamedTasks, load_docset  # noqa: E402
+from train_logs import read_log_tail, write_log  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -473,28 +476,6 @@ def task_eval(model, evalset: DocSet, tokenizer, device, amp_dtype, per_cell: in
 # ------------------------------------------------------------------------------------------------
 # Logs
 # ------------------------------------------------------------------------------------------------
-def read_log_tail(path: Path) -> tuple[int, int]:
-    """(last step, last token count) of a training log, (0, 0) when there is none."""
-    if not path.exists():
-        return 0, 0
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
-        return 0, 0
-    return int(rows[-1]["step"]), int(rows[-1]["tokens"])
-
-
-def append_rows(path: Path, fields: list[str], rows: list[dict]) -> None:
-    new = not path.exists() or path.stat().st_size == 0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        if new:
-            w.writeheader()
-        for r in rows:
-            w.writerow(r)
-
-
 # ------------------------------------------------------------------------------------------------
 # Modes
 # ------------------------------------------------------------------------------------------------
@@ -838,9 +819,7 @@ def train(args) -> int:
         log(f"training stopped after {i} steps in this chunk ({time.time() - t_train0:.0f} s), step {step}, "
             f"{tokens} tokens in total")
         save("final")
-        append_rows(log_path, LOG_FIELDS, rows)
-        if log_path.resolve() != (out / "training_log.csv").resolve():
-            (out / "training_log.csv").write_bytes(log_path.read_bytes())
+        write_log(log_path, out / "training_log.csv", LOG_FIELDS, rows)
 
     eval_rows = []
     if compiled:
@@ -862,10 +841,7 @@ def train(args) -> int:
             eval_rows.append({"chunk": chunk, "stage": stage, "step": step, "tokens": tokens, "task": t,
                               "length": L, "samples": n, "score": f"{sc:.4f}", "kind": "accuracy"})
     if eval_rows:
-        eval_path = Path(args.eval_log)
-        append_rows(eval_path, EVAL_FIELDS, eval_rows)
-        if eval_path.resolve() != (out / "eval_log.csv").resolve():
-            (out / "eval_log.csv").write_bytes(eval_path.read_bytes())
+        write_log(Path(args.eval_log), out / "eval_log.csv", EVAL_FIELDS, eval_rows)
     log("done")
     return 0
 
@@ -893,8 +869,10 @@ def main() -> int:
     ap.add_argument("--stream-wait", type=float, default=120.0, help="seconds to wait for the first shards")
     ap.add_argument("--tokenizer", default=str(REPO / "models" / "kascade-tiny" / "tokenizer.json"))
     ap.add_argument("--out", default=os.environ.get("OUT", "train/out"), help="checkpoint and logs folder")
-    ap.add_argument("--log", default=str(REPO / "docs" / "model" / "training_log.csv"))
-    ap.add_argument("--eval-log", default=str(REPO / "docs" / "model" / "eval_log.csv"))
+    ap.add_argument("--log", default=str(REPO / "docs" / "model" / "training_log.csv"),
+                    help="training-log history, read only (the chunk writes history + its rows to --out)")
+    ap.add_argument("--eval-log", default=str(REPO / "docs" / "model" / "eval_log.csv"),
+                    help="eval-log history, read only (the chunk writes history + its rows to --out)")
     ap.add_argument("--chunk", help="name of this chunk in the logs (default: UTC start time)")
     ap.add_argument("--time-budget", type=float, default=540.0, help="seconds from start to the end of eval")
     ap.add_argument("--reserve", type=float, default=70.0, help="seconds kept for saving and evaluation")
