@@ -66,12 +66,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "cuda_test_support.h"
 #include "kascade/runtime.h"
 #include "policy/cpu_backend.h"
+#include "runtime/report.h"
 #include "testing/harness.h"
 #include "unit/model/test_forward_hf_fixture.h"
 #include "unit/runtime/tiny_model_case.h"
@@ -396,6 +398,39 @@ TEST(GpuRuntime, RefusesWhatIsCpuOnlyAndWhatDoesNotFit) {
   // After the refusals the runtime still works.
   auto fine = (*rt)->generate({{1, 2, 3}}, g);
   EXPECT_TRUE(fine.ok()) << fine.status().to_string();
+}
+
+TEST(GpuRuntime, ReportsDeviceTimeAndTheProfilingHookChecksItsValue) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rt = Runtime::create(options_for(kModels[0], Device::kCuda));
+  ASSERT_TRUE(rt.ok()) << rt.status().to_string();
+  GenerateOptions g;
+  g.max_new_tokens = 6;
+  g.stop_at_eos = false;
+  // The device's share of each phase (CUDA events) is positive and within its wall time.
+  auto run = (*rt)->generate({{1, 2, 3, 4, 5}, {6, 7}}, g);
+  ASSERT_TRUE(run.ok()) << run.status().to_string();
+  const GenerateStats& s = run->stats;
+  ASSERT_GT(s.decode_steps, 0);
+  EXPECT_GT(s.prefill_timings.device_s, 0.0);
+  EXPECT_GT(s.decode_timings.device_s, 0.0);
+  EXPECT_LE(s.decode_timings.device_s, s.decode_s * 1.01 + 1e-4);
+  EXPECT_NE(runtime::format_report(s).find("time, decode: device"), std::string::npos) << runtime::format_report(s);
+  // KASCADE_PROFILE_DECODE_STEP: a bad value is refused with its name; a step number runs normally
+  // (cudaProfilerStart / Stop without a profiler attached change nothing).
+  ASSERT_EQ(setenv("KASCADE_PROFILE_DECODE_STEP", "two", 1), 0);
+  auto refused = (*rt)->generate({{1, 2, 3}}, g);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << refused.status().to_string();
+  EXPECT_NE(refused.status().to_string().find("KASCADE_PROFILE_DECODE_STEP"), std::string::npos)
+      << refused.status().to_string();
+  ASSERT_EQ(setenv("KASCADE_PROFILE_DECODE_STEP", "2", 1), 0);
+  auto profiled = (*rt)->generate({{1, 2, 3, 4, 5}, {6, 7}}, g);
+  ASSERT_EQ(unsetenv("KASCADE_PROFILE_DECODE_STEP"), 0);
+  ASSERT_TRUE(profiled.ok()) << profiled.status().to_string();
+  ASSERT_EQ(profiled->sequences.size(), 2u);
+  EXPECT_EQ(profiled->sequences[0].tokens.size(), run->sequences[0].tokens.size());
+  EXPECT_EQ(profiled->sequences[1].tokens.size(), run->sequences[1].tokens.size());
 }
 
 TEST(GpuRuntime, SampledGenerationIsSeededAndMatchesCpuDistribution) {
