@@ -6,13 +6,17 @@
 # device call carries and unpacks for scripts/gpu_checks.sh:
 #   scripts/pack_gpu_bins.sh BUILD_DIR OUT.tar.xz
 #   (on the GPU machine) mkdir -p /tmp/b && tar xJf OUT.tar.xz -C /tmp/b && scripts/gpu_checks.sh /tmp/b OUT_DIR
+# CLI_ONLY=1 packs the kascade CLI alone (any build, CPU-only too): what a training chunk's sample
+# producers run on the GPU machine (scripts/train_chunk_gpu.sh).
 set -euo pipefail
 build=${1:?BUILD_DIR}
 tarball=${2:?OUT.tar.xz}
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/lib"
-for b in tests/kascade_cuda_tests tools/kascade bench/prefill/kascade_bench_prefill bench/kascade_bench_decode; do
+binaries=(tests/kascade_cuda_tests tools/kascade bench/prefill/kascade_bench_prefill bench/kascade_bench_decode)
+[[ "${CLI_ONLY:-0}" == 1 ]] && binaries=(tools/kascade)
+for b in "${binaries[@]}"; do
   if [[ -f "$build/$b" ]]; then
     cp "$build/$b" "$stage/"
   elif [[ "$b" != bench/* ]]; then  # the benchmarks are optional
