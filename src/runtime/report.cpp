@@ -48,9 +48,14 @@ std::string attended_line(const char* mode, const std::vector<RoleAttended>& rol
   return os.str();
 }
 
+// " (25%)": s as a share of total_s, empty when total_s is 0.
+std::string share_of(double s, double total_s) {
+  return total_s > 0 ? " (" + fixed(100.0 * s / total_s, 0) + "%)" : std::string();
+}
+
 std::string timings_line(const char* mode, const PhaseTimings& t, double total_s) {
   std::ostringstream os;
-  const auto share = [total_s](double s) { return total_s > 0 ? " (" + fixed(100.0 * s / total_s, 0) + "%)" : std::string(); };
+  const auto share = [total_s](double s) { return share_of(s, total_s); };
   os << "time, " << mode << ": matmul " << fixed(t.matmul_s, 3) << " s" << share(t.matmul_s) << " at "
      << fixed(t.matmul_gflops(), 1) << " GFLOP/s | attention " << fixed(t.attention_s, 3) << " s"
      << share(t.attention_s) << " | other " << fixed(t.other_s, 3) << " s" << share(t.other_s);
@@ -62,8 +67,7 @@ std::string timings_line(const char* mode, const PhaseTimings& t, double total_s
 std::string device_line(const char* mode, const PhaseTimings& t, double total_s) {
   std::ostringstream os;
   const double host_s = std::max(0.0, total_s - t.device_s);
-  os << "time, " << mode << ": device " << fixed(t.device_s, 3) << " s"
-     << (total_s > 0 ? " (" + fixed(100.0 * t.device_s / total_s, 0) + "%)" : std::string()) << " | host "
+  os << "time, " << mode << ": device " << fixed(t.device_s, 3) << " s" << share_of(t.device_s, total_s) << " | host "
      << fixed(host_s, 3) << " s";
   return os.str();
 }

@@ -16,6 +16,17 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// The sum of every thread's `sum` over the block (kThreads threads), returned to every thread.
+// partial: [kThreads / 32] shared floats. Contains a barrier: call from every thread.
+__device__ __forceinline__ float block_sum(float sum, float* partial) {
+  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = sum;
+  __syncthreads();
+  float v = (threadIdx.x & 31) < kThreads / 32 ? partial[threadIdx.x & 31] : 0.0f;
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
 template <typename TOut>
 __global__ void rmsnorm_kernel(const float* __restrict__ x, const int32_t* __restrict__ row_index, int32_t dim,
                                const float* __restrict__ weight, float eps, TOut* __restrict__ out) {
@@ -25,31 +36,13 @@ __global__ void rmsnorm_kernel(const float* __restrict__ x, const int32_t* __res
   float sum = 0.0f;
   for (int32_t c = threadIdx.x; c < dim; c += kThreads) sum += xr[c] * xr[c];
   __shared__ float partial[kThreads / 32];
-  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = sum;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    float v = threadIdx.x < kThreads / 32 ? partial[threadIdx.x] : 0.0f;
-    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    if (threadIdx.x == 0) partial[0] = v;
-  }
-  __syncthreads();
-  const float inv = rsqrtf(partial[0] / static_cast<float>(dim) + eps);
+  const float inv = rsqrtf(block_sum(sum, partial) / static_cast<float>(dim) + eps);
   TOut* yr = out + r * dim;
   for (int32_t c = threadIdx.x; c < dim; c += kThreads) yr[c] = ops_detail::from_float<TOut>((xr[c] * inv) * weight[c]);
 }
 
 constexpr int kVecPerThread = 8;
 constexpr int32_t kVecMaxDim = kThreads * 4 * kVecPerThread;  // 8192
-
-__device__ __forceinline__ float block_sum(float sum, float* partial) {
-  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = sum;
-  __syncthreads();
-  float v = (threadIdx.x & 31) < kThreads / 32 ? partial[threadIdx.x & 31] : 0.0f;
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;  // every thread holds the total
-}
 
 // dim % 4 == 0, dim <= kVecMaxDim, x and weight 16-byte aligned.
 template <typename TOut>
