@@ -15,8 +15,9 @@
 // the median of --reps replays is reported with the bytes the op must move at least.
 //   kascade_bench_decode [--shapes llama,d64] [--dtypes f16,bf16] [--batches 1,8,64]
 //                        [--lens 8192,32768,131072] [--layouts contiguous,paged] [--reps 15]
-//                        [--topk auto|chunked|rows] [--json results.json]
-// --topk forces the Top-k kernels of the anchors and of the stand-alone Top-k (default: the plan's choice).
+//                        [--topk auto|chunked|rows] [--topk-cluster 0|1|2|4|8] [--json results.json]
+// --topk forces the Top-k kernels of the anchors and of the stand-alone Top-k (default: the plan's choice);
+// --topk-cluster the row kernel's CTAs per row (default 0: the plan's).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -56,6 +57,7 @@ struct Options {
   int reps = 15;
   double mem_limit_gb = 110.0;
   cuda::TopkAlgorithm topk = cuda::TopkAlgorithm::kAuto;
+  int32_t topk_cluster = 0;
   std::string json;
 };
 
@@ -85,6 +87,7 @@ Options parse(int argc, char** argv) {
       else if (value == "rows") o.topk = cuda::TopkAlgorithm::kByRows;
       else { std::fprintf(stderr, "--topk is '%s'; expected auto, chunked or rows\n", value.c_str()); std::exit(2); }
     }
+    else if (key == "--topk-cluster") o.topk_cluster = std::stoi(value);
     else { std::fprintf(stderr, "unknown option %s\n", key.c_str()); std::exit(2); }
   }
   return o;
@@ -226,6 +229,7 @@ void run_config(const Shape& shape, DType dtype, int32_t batch, int32_t len, con
   a0_opts.pooling.num_rows = g;
   a0_opts.dense_output = true;
   a0_opts.topk_algorithm = opt.topk;
+  a0_opts.topk_row_cluster = opt.topk_cluster;
   auto a0_plan = cuda::plan_anchor_decode(s, a0_opts);
   BENCH_OK(a0_plan.status());
   cuda::AnchorOptions a_opts = a0_opts;
@@ -276,7 +280,7 @@ void run_config(const Shape& shape, DType dtype, int32_t batch, int32_t len, con
   cudaGraphExec_t topk_exec = timer.capture([&](cudaStream_t st) {
     return cuda::radix_topk_decode(cuda::anchor_pooled_scores(*a_plan, a_ws.p), a_plan->logits_stride, kv.kv_lens,
                                    batch, len, a_opts.budget, nullptr, r2, topk_scratch.p, flags.as<uint32_t>(), st,
-                                   opt.topk);
+                                   opt.topk, opt.topk_cluster);
   });
   std::vector<std::pair<std::string, cudaGraphExec_t>> variants;
   std::vector<std::unique_ptr<Device>> variant_ws;

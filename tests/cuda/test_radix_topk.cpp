@@ -1,5 +1,6 @@
 // tests/cuda/test_radix_topk.cpp — the GPU radix Top-k (src/cuda/kascade/radix_topk.h), both
-// algorithms on the same inputs (the chunked radix select and one CTA per row), must equal
+// algorithms on the same inputs (the chunked radix select and the row kernel, with the plan's
+// cluster of CTAs per row and with clusters of 1, 2 and 8 forced), must equal
 // ref::topk_select_ref exactly (same set, ascending order, ties to the lower index) on random
 // scores, heavily tied scores (a few distinct values, ±0), ±inf, lengths that are not multiples of
 // 4, k from 1 to n through explicit k_per_seq and through the budget k(n), rows cut into one chunk
@@ -62,13 +63,24 @@ struct TopkCase {
   Budget budget;
 };
 
-constexpr TopkAlgorithm kAlgorithms[] = {TopkAlgorithm::kChunked, TopkAlgorithm::kByRows};
-std::string algorithm_name(TopkAlgorithm a) { return a == TopkAlgorithm::kChunked ? "chunked" : "by rows"; }
+// A Top-k configuration under test: the algorithm and, for the row kernel, its CTAs per row (0: the plan's).
+struct Variant {
+  TopkAlgorithm algorithm = TopkAlgorithm::kAuto;
+  int32_t row_cluster = 0;
+};
+constexpr Variant kChunked{TopkAlgorithm::kChunked, 0};
+constexpr Variant kByRows{TopkAlgorithm::kByRows, 0};
+constexpr Variant kVariants[] = {kChunked, kByRows, {TopkAlgorithm::kByRows, 1}, {TopkAlgorithm::kByRows, 2},
+                                 {TopkAlgorithm::kByRows, 8}};
+std::string variant_name(const Variant& v) {
+  if (v.algorithm == TopkAlgorithm::kChunked) return "chunked";
+  return "by rows, cluster " + (v.row_cluster == 0 ? std::string("of the plan") : std::to_string(v.row_cluster));
+}
 
 // Returns the Top-k plan's chunks per row for the case (for the tests that need one or many).
-void expect_topk_exact(const TopkCase& c, std::mt19937_64& rng, TopkAlgorithm algorithm,
+void expect_topk_exact(const TopkCase& c, std::mt19937_64& rng, const Variant& variant,
                        int32_t* max_chunks = nullptr) {
-  SCOPED_TRACE(algorithm_name(algorithm));
+  SCOPED_TRACE(variant_name(variant));
   const int32_t batch = static_cast<int32_t>(c.kv_lens.size());
   int32_t max_len = 1;
   for (int32_t n : c.kv_lens) max_len = std::max(max_len, n);
@@ -102,7 +114,7 @@ void expect_topk_exact(const TopkCase& c, std::mt19937_64& rng, TopkAlgorithm al
   auto run = [&] {
     return radix_topk_decode(scores_d.as<float>(), stride, lens_d.as<int32_t>(), batch, max_len, c.budget,
                              c.k.empty() ? nullptr : k_d.as<int32_t>(), out, scratch.as<void>(),
-                             flags.as<uint32_t>(), nullptr, algorithm);
+                             flags.as<uint32_t>(), nullptr, variant.algorithm, variant.row_cluster);
   };
   KC_ASSERT_OK(run());
   const auto first = indices.download_as<int32_t>();
@@ -137,7 +149,7 @@ TEST(RadixTopk, EqualsReferenceOnRandomScoresForEveryK) {
   c.kv_lens = {1, 31, 33, 127, 1000, 4097, 4097, 4097, 4097};
   c.k = {1, 30, 17, 64, 999, 1, 2048, 4096, 4097};
   c.num_rows = 3;
-  for (TopkAlgorithm a : kAlgorithms) expect_topk_exact(c, rng, a);
+  for (const Variant& v : kVariants) expect_topk_exact(c, rng, v);
 }
 
 TEST(RadixTopk, TiesGoToTheLowerIndexExactly) {
@@ -150,7 +162,7 @@ TEST(RadixTopk, TiesGoToTheLowerIndexExactly) {
     c.k = {4, 77, 500, 3000, 19999};
     c.num_rows = 2;
     c.pattern = pattern;
-    for (TopkAlgorithm a : kAlgorithms) expect_topk_exact(c, rng, a);
+    for (const Variant& v : kVariants) expect_topk_exact(c, rng, v);
   }
 }
 
@@ -164,9 +176,9 @@ TEST(RadixTopk, BudgetKOfEachLength) {
   c.num_rows = 4;
   c.pattern = Pattern::kSoftmaxLike;
   c.budget.k_min = 16;
-  for (TopkAlgorithm a : kAlgorithms) expect_topk_exact(c, rng, a);
+  for (const Variant& v : kVariants) expect_topk_exact(c, rng, v);
   c.budget.k_round = 128;  // rounded-up k, capped by n
-  for (TopkAlgorithm a : kAlgorithms) expect_topk_exact(c, rng, a);
+  for (const Variant& v : kVariants) expect_topk_exact(c, rng, v);
 }
 
 TEST(RadixTopk, FewLongRowsSpreadOverManyChunks) {
@@ -179,9 +191,9 @@ TEST(RadixTopk, FewLongRowsSpreadOverManyChunks) {
     c.k = {50001, 8192, 3};
     c.pattern = pattern;
     int32_t max_chunks = 0;
-    expect_topk_exact(c, rng, TopkAlgorithm::kChunked, &max_chunks);
+    expect_topk_exact(c, rng, kChunked, &max_chunks);
     EXPECT_GT(max_chunks, 1) << "the case must cut rows into several chunk CTAs";
-    expect_topk_exact(c, rng, TopkAlgorithm::kByRows);
+    for (int32_t cluster : {0, 1, 4}) expect_topk_exact(c, rng, {TopkAlgorithm::kByRows, cluster});
   }
 }
 
@@ -194,9 +206,10 @@ TEST(RadixTopk, ManyRowsOneChunkEach) {
   c.num_rows = 400;  // 800 rows: more than two per multiprocessor on any current GPU
   c.pattern = Pattern::kFewValues;
   int32_t max_chunks = 0;
-  expect_topk_exact(c, rng, TopkAlgorithm::kChunked, &max_chunks);
+  expect_topk_exact(c, rng, kChunked, &max_chunks);
   EXPECT_EQ(max_chunks, 1) << "the case must give each row one CTA";
-  expect_topk_exact(c, rng, TopkAlgorithm::kByRows);
+  expect_topk_exact(c, rng, kByRows);
+  expect_topk_exact(c, rng, {TopkAlgorithm::kByRows, 2});
 }
 
 // The row kernel lists the keys of the first digit's threshold bin when at most
@@ -235,7 +248,7 @@ TEST(RadixTopk, RowKernelListedAndPassPaths) {
     c.kv_lens = {100000, 262144};
     c.k = {10000, 26215};
     c.pattern = pattern;
-    expect_topk_exact(c, rng, TopkAlgorithm::kByRows);
+    for (int32_t cluster : {0, 1, 2}) expect_topk_exact(c, rng, {TopkAlgorithm::kByRows, cluster});
   }
 }
 
@@ -273,12 +286,31 @@ TEST(RadixTopkPlan, RowKernelForRowsThatFitItsMasks) {
   using detail::kRowTopkMaxKeys;
   // kAuto: rows when they fill a wave of one CTA per SM (B = 64 × 8 rows), or when the chunked
   // select keeps one chunk per row (rows of <= 8192 scores); chunks for a few long rows (B = 8).
-  EXPECT_TRUE(detail::plan_topk_for(512, 131072, 132)->by_rows);
-  EXPECT_TRUE(detail::plan_topk_for(132, kRowTopkMaxKeys, 132)->by_rows);
-  EXPECT_FALSE(detail::plan_topk_for(64, 131072, 132)->by_rows);
-  EXPECT_FALSE(detail::plan_topk_for(131, 131072, 132)->by_rows);
-  EXPECT_TRUE(detail::plan_topk_for(8, 8192, 132)->by_rows);
-  EXPECT_FALSE(detail::plan_topk_for(8, 8193, 132)->by_rows);
+  // Clusters: the most CTAs per row (<= 8) with rows · cluster <= SMs and >= 8192 keys a CTA; kAuto
+  // takes the row kernel when rows · cluster >= SMs / 4 or a row is one chunk anyway.
+  struct Want {
+    int64_t rows;
+    int32_t len;
+    bool by_rows;
+    int32_t cluster;
+  };
+  for (const Want& w : {Want{512, 131072, true, 1},             // B = 64, G = 8: the rows alone fill the GPU
+                        Want{132, kRowTopkMaxKeys, true, 1},
+                        Want{131, 131072, true, 1},
+                        Want{64, 131072, true, 2},               // B = 8
+                        Want{32, 131072, true, 4},               // B = 4
+                        Want{8, 131072, true, 8},                // B = 1: 64 CTAs
+                        Want{1, 131072, false, 8},               // one row: 8 CTAs, the chunks instead
+                        Want{8, 32768, false, 4},                // slices of >= 8192 keys: 32 CTAs only
+                        Want{32, 32768, true, 4},
+                        Want{8, 8192, true, 1},                  // one chunk a row anyway
+                        Want{8, 8193, false, 1}}) {
+    SCOPED_TRACE("rows " + std::to_string(w.rows) + " len " + std::to_string(w.len));
+    const Result<detail::TopkPlan> plan = detail::plan_topk_for(w.rows, w.len, 132);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    EXPECT_EQ(plan->by_rows, w.by_rows);
+    EXPECT_EQ(plan->row_cluster, w.cluster);
+  }
   EXPECT_FALSE(detail::plan_topk_for(512, kRowTopkMaxKeys + 1, 132)->by_rows);
   EXPECT_FALSE(detail::plan_topk_for(64, 4096, 132, TopkAlgorithm::kChunked)->by_rows);
   EXPECT_TRUE(detail::plan_topk_for(64, 4096, 132, TopkAlgorithm::kByRows)->by_rows);
@@ -286,7 +318,8 @@ TEST(RadixTopkPlan, RowKernelForRowsThatFitItsMasks) {
   ASSERT_FALSE(too_long.ok());
   EXPECT_NE(too_long.status().message().find("rows of up to 262144 scores"), std::string::npos)
       << too_long.status().message();
-  EXPECT_LE(detail::row_topk_smem_bytes(kRowTopkMaxKeys), size_t{227} * 1024) << "must fit one multiprocessor";
+  for (int32_t cluster : {1, 2, 4, 8})
+    EXPECT_LE(detail::row_topk_smem_bytes(kRowTopkMaxKeys, cluster), size_t{227} * 1024) << "must fit one multiprocessor";
 }
 
 TEST(RadixTopk, RefusesRowsNarrowerThanTheBudget) {

@@ -35,6 +35,7 @@ struct AnchorOptions {
   Budget budget;              // k(n) per sequence, unless the run passes k_per_seq
   bool dense_output = false;  // true: dense o (layer 0); false: sparse o over the selected rows
   TopkAlgorithm topk_algorithm = TopkAlgorithm::kAuto;  // which Top-k kernels (radix_topk.h)
+  int32_t topk_row_cluster = 0;  // the row kernel's CTAs per row: 0 the plan's, or 1, 2, 4, 8 (benchmarks)
 };
 
 struct AnchorDecodePlan {

@@ -43,11 +43,19 @@ Result<TopkPlan> plan_topk_for(int64_t rows_total, int32_t max_seq_len, int32_t 
   plan.scratch_bytes = scratch_offsets(rows_total, plan.max_chunks).total;
   KC_CHECK_ARG(algorithm != TopkAlgorithm::kByRows || max_seq_len <= kRowTopkMaxKeys,
                "the Top-k by rows takes rows of up to ", kRowTopkMaxKeys, " scores; max_seq_len is ", max_seq_len);
-  // kAuto: one CTA per row when the rows alone fill a wave of one CTA per SM, or when the chunked
-  // select would not split a row anyway (measured on the H200, llama 128K: 512 rows 527 -> 340 us,
-  // 64 rows 98 -> 115 us — a single CTA streams its row too slowly to beat chunks spread over
-  // the idle SMs; docs/perf.md "Decode round 7").
-  const bool rows_fill_gpu = rows_total >= multiprocessors || plan.max_chunks == 1;
+  // The row kernel's cluster: the most CTAs per row that keep the CTAs within one per SM (and
+  // slices of >= kRowTopkMinSliceKeys keys). Measured on the H200, llama bf16 128K, the Top-k after
+  // the pooling: 8 rows best with 8 CTAs each, 32 rows with 4, 64 rows with 2 (2 CTAs a row: 60 us,
+  // 4: 76 us, chunks 99 us), 512 rows with 1 (docs/perf.md "Decode round 10").
+  int32_t cluster = 1;
+  while (cluster < kRowTopkMaxCluster && rows_total * 2 * cluster <= multiprocessors &&
+         static_cast<int64_t>(max_seq_len) >= 2 * cluster * static_cast<int64_t>(kRowTopkMinSliceKeys))
+    cluster *= 2;
+  plan.row_cluster = cluster;
+  // kAuto: the row kernel when its CTAs fill at least a quarter of the SMs (8 rows of 128K in
+  // clusters of 8 took 29 us, the chunked select 36 us), or when the chunked select would not
+  // split a row anyway; the chunks otherwise (a few rows whose clusters cannot spread).
+  const bool rows_fill_gpu = 4 * rows_total * cluster >= multiprocessors || plan.max_chunks == 1;
   plan.by_rows = algorithm == TopkAlgorithm::kByRows ||
                  (algorithm == TopkAlgorithm::kAuto && max_seq_len <= kRowTopkMaxKeys && rows_fill_gpu);
   return plan;
@@ -80,7 +88,7 @@ Result<size_t> radix_topk_scratch_bytes(int32_t batch, int32_t num_rows, int32_t
 Status radix_topk_decode(const float* scores, int64_t scores_stride, const int32_t* kv_lens, int32_t batch,
                          int32_t max_seq_len, const Budget& budget, const int32_t* k_per_seq,
                          const DecodeIndexRows& out, void* scratch, uint32_t* error_flags, cudaStream_t stream,
-                         TopkAlgorithm algorithm) {
+                         TopkAlgorithm algorithm, int32_t row_cluster) {
   KC_RETURN_IF_ERROR(validate_budget(budget));
   KC_CHECK_ARG(scores != nullptr && kv_lens != nullptr && error_flags != nullptr && scratch != nullptr,
                "scores, kv_lens, scratch or error_flags is null");
@@ -94,9 +102,12 @@ Status radix_topk_decode(const float* scores, int64_t scores_stride, const int32
   const int64_t k_needed = k_per_seq ? 1 : budget_k(max_seq_len, budget);
   KC_CHECK_ARG(out.k_max >= k_needed && out.k_max >= 1, "out.k_max is ", out.k_max, "; k(max_seq_len = ",
                max_seq_len, ") is ", k_needed);
+  KC_CHECK_ARG(row_cluster == 0 || row_cluster == 1 || row_cluster == 2 || row_cluster == 4 || row_cluster == 8,
+               "row_cluster is ", row_cluster, "; expected 0 (the plan's) or 1, 2, 4, 8");
   KC_ASSIGN_OR_RETURN(const detail::TopkPlan plan,
                       detail::plan_topk(static_cast<int64_t>(batch) * out.num_rows, max_seq_len, algorithm));
   detail::TopkParams p;
+  p.row_cluster = row_cluster != 0 ? row_cluster : plan.row_cluster;
   p.scratch = detail::topk_scratch_at(plan, scratch);
   p.chunk = plan.chunk;
   p.max_chunks = plan.max_chunks;

@@ -19,10 +19,11 @@
 
 namespace kascade::cuda {
 
-// Which Top-k kernels run: kAuto picks one CTA per row (row_topk_kernel.cu) when max_seq_len <=
-// detail::kRowTopkMaxKeys and the rows fill the GPU (batch · rows >= SMs, or rows short enough
-// that the chunked select keeps one chunk per row), else the chunked radix select; the other two
-// force one (kByRows fails on longer rows). Tests run both on the same inputs.
+// Which Top-k kernels run: kAuto picks the row kernel (row_topk_kernel.cu: a cluster of 1–8 CTAs
+// per row) when max_seq_len <= detail::kRowTopkMaxKeys and the rows, in clusters, fill a quarter
+// of the GPU (4 · batch · rows · cluster >= SMs, or rows short enough that the chunked select keeps
+// one chunk per row), else the chunked radix select; the other two force one (kByRows fails on longer rows).
+// Tests run both on the same inputs.
 enum class TopkAlgorithm { kAuto, kChunked, kByRows };
 
 namespace detail {
@@ -34,7 +35,9 @@ struct TopkPlan {
   int64_t rows_total = 0;  // batch · rows
   int32_t chunk = 0;
   int32_t max_chunks = 0;
-  bool by_rows = false;  // one CTA per row instead of the chunks
+  bool by_rows = false;  // the row kernel instead of the chunks
+  int32_t row_cluster = 1;  // its CTAs per row: the most (a power of two <= kRowTopkMaxCluster, slices
+                            // of >= kRowTopkMinSliceKeys keys) with batch · rows · cluster <= SMs
   size_t scratch_bytes = 0;
 };
 // For a GPU of `multiprocessors` SMs (host arithmetic only; tested without a GPU).
@@ -58,10 +61,11 @@ Result<size_t> radix_topk_scratch_bytes(int32_t batch, int32_t num_rows, int32_t
 // its first use (every call leaves it ready for the next);
 // error_flags: device uint32 that gets kErrorKvLen when a kv_len lies outside [0, max_seq_len]
 // and kErrorRowLen when a k lies outside [0, min(kv_len, out.k_max)].
-// algorithm: which kernels (TopkAlgorithm; the scratch size is the same for all).
+// algorithm: which kernels (TopkAlgorithm; the scratch size is the same for all); row_cluster: 0 for
+// the plan's CTAs per row of the row kernel, or 1, 2, 4, 8 to force them (tests, benchmarks).
 Status radix_topk_decode(const float* scores, int64_t scores_stride, const int32_t* kv_lens, int32_t batch,
                          int32_t max_seq_len, const Budget& budget, const int32_t* k_per_seq,
                          const DecodeIndexRows& out, void* scratch, uint32_t* error_flags, cudaStream_t stream,
-                         TopkAlgorithm algorithm = TopkAlgorithm::kAuto);
+                         TopkAlgorithm algorithm = TopkAlgorithm::kAuto, int32_t row_cluster = 0);
 
 }  // namespace kascade::cuda

@@ -1,24 +1,30 @@
 // src/cuda/kascade/row_topk_kernel.cu — the decode Top-k for rows of at most kRowTopkMaxKeys
-// scores: one CTA per (sequence, row) and, in the common case, one read of the row; the rest runs
-// in shared memory. Same result as the chunked radix select (radix_topk_kernels.cu): the k largest
-// scores, ties to the lower index, ascending index order, −1 after k, row_lens = k.
+// scores: one thread-block cluster of C CTAs (C = 1, 2, 4 or 8: TopkPlan::row_cluster) per
+// (sequence, row), CTA rank c owning the c-th of C slices of whole 32-key words, and, in the common
+// case, one read of the row; the rest runs in shared memory, the CTAs of a cluster summing their
+// histograms and counts through distributed shared memory. Same result as the chunked radix select
+// (radix_topk_kernels.cu): the k largest scores, ties to the lower index, ascending index order,
+// −1 after k, row_lens = k. Few rows (B = 4, 8 at G = 8) take clusters so that the GPU fills.
 //   1. The first radix digit (bits 31..21 of the order-preserving key): its histogram comes from
 //      the pooling kernel (anchor decode; the CTA clears it for the next run) or from a pass over
 //      the row; the digit d1 holding the k-th largest key is chosen (choose_digit).
-//   2. One pass over the row, 32 consecutive scores per warp load, the next step's loads in flight
+//   2. One pass over the CTA's slice, 32 consecutive scores per warp load, the next step's loads in flight
 //      while a step is processed: a ballot of "first digit > d1" is the word of an n-bit mask of
 //      selected keys (written by the warp that loaded it, no atomics); keys whose first digit is
 //      d1 — the candidates, hist1[d1] of them — are appended (key, index) to a shared list when
 //      they fit (kRowTopkCandidates), one shared atomic per warp and step reserving the slots.
-//   3. The last two digits are chosen on the candidate list (shared histograms), giving the k-th
+//   3. The last two digits are chosen on the candidate lists (shared histograms, summed over the
+//      cluster), giving the k-th
 //      largest key T and take_eq = how many keys equal to T are selected; candidates > T set their
 //      bit, candidates == T set a bit of a second mask. When the candidates did not fit, the same
 //      is done by passes over the row instead (digit 2, digit 3, marking: three more reads).
 //   4. The first take_eq bits of the "== T" mask (lowest indices) join the selection; a block scan
-//      of the mask's popcounts gives every thread its output position, and the set bits come out
-//      in ascending index order.
+//      of the mask's popcounts, offset by the counts of the cluster's lower ranks, gives every
+//      thread its output position, and the set bits come out in ascending index order.
 // Tested by tests/cuda/test_radix_topk.cpp (exact equality with ref::topk_select_ref, ties
-// included, both the candidate list and the passes) and test_anchor_decode.cpp.
+// included, both the candidate list and the passes, clusters of 1, 2 and the plan's) and
+// test_anchor_decode.cpp.
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -36,13 +42,17 @@ constexpr int kLoads = 8;                   // scalar loads per thread per step 
 constexpr int kStep = kThreads * kLoads;    // scores per step of a pass
 constexpr uint32_t kFirstShift = kTopkFirstShift;
 
-// Shared memory of one CTA (dynamic): the two n-bit masks, the candidate list, a histogram.
+namespace cg = cooperative_groups;
+
+// Shared memory of one CTA (dynamic): the two masks of its slice, the candidate list, its
+// histogram and (clusters) the cluster's summed histogram.
 struct RowSmem {
-  uint32_t* selected;   // [words] bit i: score i is in the Top-k
-  uint32_t* equal;      // [words] bit i: score i equals the k-th largest key T
+  uint32_t* selected;   // [words] bit i: key i of the slice is in the Top-k
+  uint32_t* equal;      // [words] bit i: key i of the slice equals the k-th largest key T
   uint32_t* cand_key;   // [kRowTopkCandidates]
-  int32_t* cand_index;  // [kRowTopkCandidates]
-  int* hist;            // [kTopkBins]
+  int32_t* cand_index;  // [kRowTopkCandidates] row index of the key
+  int* hist;            // [kTopkBins] this CTA's counts
+  int* hist_sum;        // [kTopkBins] the cluster's counts (clusters of more than one CTA)
 };
 
 __device__ __forceinline__ RowSmem row_smem(uint32_t* base, int words) {
@@ -52,7 +62,42 @@ __device__ __forceinline__ RowSmem row_smem(uint32_t* base, int words) {
   s.cand_key = base + 2 * words;
   s.cand_index = reinterpret_cast<int32_t*>(s.cand_key + kRowTopkCandidates);
   s.hist = s.cand_index + kRowTopkCandidates;
+  s.hist_sum = s.hist + kTopkBins;
   return s;
+}
+
+// The histogram of the whole row: this CTA's own with one CTA a row; with a cluster, the sum of
+// every rank's `hist` into `hist_sum` through distributed shared memory. Call from every thread of
+// every CTA of the cluster after the CTA's counts are complete (a cluster barrier orders them); on
+// return `hist` may be counted into again.
+__device__ __forceinline__ const int* row_histogram(const RowSmem& sm, int bins, int ranks) {
+  if (ranks == 1) return sm.hist;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every rank's counts are complete
+  for (int i = threadIdx.x; i < bins; i += kThreads) {
+    int sum = 0;
+    for (int r = 0; r < ranks; ++r) sum += cluster.map_shared_rank(sm.hist, r)[i];
+    sm.hist_sum[i] = sum;
+  }
+  cluster.sync();  // every rank has read every `hist`; hist_sum is complete in this CTA
+  return sm.hist_sum;
+}
+
+// The sum of `value` (the same in every thread of a CTA) over the cluster's ranks below this one
+// (.x) and over all of them (.y), through `slot` (a shared int). Call from every thread.
+__device__ __forceinline__ int2 cluster_prefix(int value, int* slot, int ranks, int rank) {
+  if (ranks == 1) return make_int2(0, value);
+  cg::cluster_group cluster = cg::this_cluster();
+  if (threadIdx.x == 0) *slot = value;
+  cluster.sync();
+  int before = 0, total = 0;
+  for (int r = 0; r < ranks; ++r) {
+    const int v = *cluster.map_shared_rank(slot, r);
+    before += r < rank ? v : 0;
+    total += v;
+  }
+  cluster.sync();  // every rank has read every slot: they may be written again, or the CTAs exit
+  return make_int2(before, total);
 }
 
 // One pass over scores[0, n) in steps of kStep scores: f(base, x) with x[u] the score at
@@ -91,7 +136,8 @@ __device__ __forceinline__ void for_each_score(const float* scores, int n, F&& f
   });
 }
 
-// The histogram of one digit over the keys whose higher digits equal `prefix` (under `mask`).
+// This CTA's histogram of one digit over the keys of its slice whose higher digits equal `prefix`
+// (under `mask`).
 __device__ __forceinline__ void count_digit(const float* scores, int n, int* hist, int bins, uint32_t shift,
                                             uint32_t prefix, uint32_t mask) {
   for (int i = threadIdx.x; i < bins; i += kThreads) hist[i] = 0;
@@ -104,55 +150,67 @@ __device__ __forceinline__ void count_digit(const float* scores, int n, int* his
   __syncthreads();
 }
 
+// grid (C, R, B), clusters of (C, 1, 1); words: the mask words of one slice (smem sizing).
 __global__ void __launch_bounds__(kThreads) row_topk_kernel(const TopkParams p, int words) {
   extern __shared__ uint4 smem_raw[];
   const RowSmem sm = row_smem(reinterpret_cast<uint32_t*>(smem_raw), words);
   __shared__ int scratch[kThreads / 32 + 1];
   __shared__ int chosen[2];
   __shared__ int cand_count;
+  __shared__ int exchange;
   const int tid = threadIdx.x, lane = tid & 31;
-  const TopkRow row = topk_row(p, tid == 0);
+  const int ranks = static_cast<int>(gridDim.x), rank = static_cast<int>(blockIdx.x);
+  const TopkRow row = topk_row(p, tid == 0 && rank == 0);
   int* global_hist = p.scratch.histograms + row.index * kTopkBins;
   int32_t* out = p.indices + row.index * p.k_max;
   const int n = row.n, k = row.k;
-  if (tid == 0) p.row_lens[row.index] = k;
+  if (tid == 0 && rank == 0) p.row_lens[row.index] = k;
   if (k == 0 || k >= n) {  // nothing to select (k == n: every index); a histogram the pooling filled is cleared
-    if (p.first_digit_counted)
-      for (int i = tid; i < kTopkBins; i += kThreads) global_hist[i] = 0;
-    for (int i = tid; i < p.k_max; i += kThreads) out[i] = i < k ? i : -1;
-    return;
+    if (rank == 0) {
+      if (p.first_digit_counted)
+        for (int i = tid; i < kTopkBins; i += kThreads) global_hist[i] = 0;
+      for (int i = tid; i < p.k_max; i += kThreads) out[i] = i < k ? i : -1;
+    }
+    return;  // the same for every rank: no cluster barrier is left waiting
   }
-  const int n_words = (n + 31) / 32;
+  // This CTA's slice: keys [key0, key0 + n_slice), whole words but for the row's last.
+  const int row_words = (n + 31) / 32;
+  const int slice_words = (row_words + ranks - 1) / ranks;
+  const int key0 = min(n, rank * slice_words * 32);
+  const int n_slice = min(n, key0 + slice_words * 32) - key0;
+  const float* slice = row.scores + key0;
+  const int n_words = (n_slice + 31) / 32;
   for (int i = tid; i < n_words; i += kThreads) sm.selected[i] = sm.equal[i] = 0u;
   if (tid == 0) cand_count = 0;
 
   // ---- 1. the first digit
+  const int* hist = sm.hist;
   if (p.first_digit_counted) {
     for (int i = tid; i < kTopkBins; i += kThreads) {
       sm.hist[i] = __ldcg(global_hist + i);
-      global_hist[i] = 0;  // ready for the next run
+      if (ranks == 1) global_hist[i] = 0;  // ready for the next run (clusters: at the end)
     }
     __syncthreads();
   } else {
-    count_digit(row.scores, n, sm.hist, kTopkBins, kFirstShift, 0u, 0u);
+    count_digit(slice, n_slice, sm.hist, kTopkBins, kFirstShift, 0u, 0u);
+    hist = row_histogram(sm, kTopkBins, ranks);
   }
   int k_rem = k;
-  const DigitChoice c1 = choose_digit(sm.hist, kTopkBins, k_rem, scratch, chosen);
+  const DigitChoice c1 = choose_digit(hist, kTopkBins, k_rem, scratch, chosen);
   k_rem -= c1.above;
   const uint32_t d1 = static_cast<uint32_t>(c1.digit);
-  const int candidates = sm.hist[d1];
-  const bool listed = candidates <= kRowTopkCandidates;
-  __syncthreads();  // hist is reused below
+  const bool listed = hist[d1] <= kRowTopkCandidates;  // the row's candidates: every slice's fit
+  __syncthreads();  // the histograms are reused below
 
   // ---- 2. one pass: first digit > d1 selected (mask words by ballot), first digit == d1 listed
   //         (one shared atomic per warp and step reserves the slots of the step's candidates)
-  for_each_step(row.scores, n, [&](int base, const float (&x)[kLoads]) {
+  for_each_step(slice, n_slice, [&](int base, const float (&x)[kLoads]) {
     uint32_t keys[kLoads], cands[kLoads];
     int warp_cands = 0;
 #pragma unroll
     for (int u = 0; u < kLoads; ++u) {
       const int i = base + u * kThreads + tid;
-      const bool valid = i < n;
+      const bool valid = i < n_slice;
       keys[u] = float_order_key(x[u]);
       const uint32_t digit = keys[u] >> kFirstShift;
       const uint32_t word = __ballot_sync(0xffffffffu, valid && digit > d1);
@@ -170,7 +228,7 @@ __global__ void __launch_bounds__(kThreads) row_topk_kernel(const TopkParams p, 
       const int mine = slot + __popc(cands[u] & lanes_below);
       if ((cands[u] >> lane) & 1u && mine < kRowTopkCandidates) {  // always fits, unless the pooled histogram disagrees with the scores
         sm.cand_key[mine] = keys[u];
-        sm.cand_index[mine] = base + u * kThreads + tid;
+        sm.cand_index[mine] = base + u * kThreads + tid;  // in the slice
       }
       slot += __popc(cands[u]);
     }
@@ -182,11 +240,13 @@ __global__ void __launch_bounds__(kThreads) row_topk_kernel(const TopkParams p, 
   const uint32_t prefix1 = d1 << kFirstShift;
   uint32_t threshold = 0;
   if (listed) {
+    const int candidates = min(cand_count, kRowTopkCandidates);  // this slice's
     for (int i = tid; i < kTopkBins; i += kThreads) sm.hist[i] = 0;
     __syncthreads();
     for (int c = tid; c < candidates; c += kThreads) atomicAdd(&sm.hist[(sm.cand_key[c] >> 10) & 2047u], 1);
     __syncthreads();
-    const DigitChoice c2 = choose_digit(sm.hist, kTopkBins, k_rem, scratch, chosen);
+    hist = row_histogram(sm, kTopkBins, ranks);
+    const DigitChoice c2 = choose_digit(hist, kTopkBins, k_rem, scratch, chosen);
     k_rem -= c2.above;
     const uint32_t prefix2 = prefix1 | (static_cast<uint32_t>(c2.digit) << 10);
     for (int i = tid; i < 1024; i += kThreads) sm.hist[i] = 0;
@@ -196,7 +256,8 @@ __global__ void __launch_bounds__(kThreads) row_topk_kernel(const TopkParams p, 
       if ((key & kMask2) == prefix2) atomicAdd(&sm.hist[key & 1023u], 1);
     }
     __syncthreads();
-    const DigitChoice c3 = choose_digit(sm.hist, 1024, k_rem, scratch, chosen);
+    hist = row_histogram(sm, 1024, ranks);
+    const DigitChoice c3 = choose_digit(hist, 1024, k_rem, scratch, chosen);
     k_rem -= c3.above;
     threshold = prefix2 | static_cast<uint32_t>(c3.digit);
     for (int c = tid; c < candidates; c += kThreads) {
@@ -206,19 +267,21 @@ __global__ void __launch_bounds__(kThreads) row_topk_kernel(const TopkParams p, 
       if (key == threshold) atomicOr(&sm.equal[i >> 5], 1u << (i & 31));
     }
   } else {
-    count_digit(row.scores, n, sm.hist, kTopkBins, 10, prefix1, kMask1);
-    const DigitChoice c2 = choose_digit(sm.hist, kTopkBins, k_rem, scratch, chosen);
+    count_digit(slice, n_slice, sm.hist, kTopkBins, 10, prefix1, kMask1);
+    hist = row_histogram(sm, kTopkBins, ranks);
+    const DigitChoice c2 = choose_digit(hist, kTopkBins, k_rem, scratch, chosen);
     k_rem -= c2.above;
     const uint32_t prefix2 = prefix1 | (static_cast<uint32_t>(c2.digit) << 10);
-    count_digit(row.scores, n, sm.hist, 1024, 0, prefix2, kMask2);
-    const DigitChoice c3 = choose_digit(sm.hist, 1024, k_rem, scratch, chosen);
+    count_digit(slice, n_slice, sm.hist, 1024, 0, prefix2, kMask2);
+    hist = row_histogram(sm, 1024, ranks);
+    const DigitChoice c3 = choose_digit(hist, 1024, k_rem, scratch, chosen);
     k_rem -= c3.above;
     threshold = prefix2 | static_cast<uint32_t>(c3.digit);
-    for_each_score(row.scores, n, [&](int i, uint32_t key, bool valid) {  // the words' own warps: no atomics
+    for_each_score(slice, n_slice, [&](int i, uint32_t key, bool valid) {  // the words' own warps: no atomics
       const bool in_d1 = valid && (key & kMask1) == prefix1;
       const uint32_t above = __ballot_sync(0xffffffffu, in_d1 && key > threshold);
       const uint32_t equal = __ballot_sync(0xffffffffu, in_d1 && key == threshold);
-      if (lane == 0 && i < n) {
+      if (lane == 0 && i < n_slice) {
         sm.selected[i >> 5] |= above;
         sm.equal[i >> 5] = equal;
       }
@@ -234,6 +297,7 @@ __global__ void __launch_bounds__(kThreads) row_topk_kernel(const TopkParams p, 
   for (int w = w0; w < w1; ++w) eq_count += __popc(sm.equal[w]);
   int eq_total = 0;
   int eq_before = block_exclusive_scan<kThreads>(eq_count, scratch, eq_total);
+  eq_before += cluster_prefix(eq_total, &exchange, ranks, rank).x;  // "== T" keys of the lower slices
   int count = 0;
   for (int w = w0; w < w1; ++w) {
     uint32_t eq = sm.equal[w];
@@ -250,31 +314,51 @@ __global__ void __launch_bounds__(kThreads) row_topk_kernel(const TopkParams p, 
   }
   int total = 0;
   int pos = block_exclusive_scan<kThreads>(count, scratch, total);
+  pos += cluster_prefix(total, &exchange, ranks, rank).x;  // selected keys of the lower slices
   for (int w = w0; w < w1; ++w) {
-    for (uint32_t sel = sm.selected[w]; sel != 0u; sel &= sel - 1u) out[pos++] = w * 32 + __ffs(sel) - 1;
+    for (uint32_t sel = sm.selected[w]; sel != 0u; sel &= sel - 1u) out[pos++] = key0 + w * 32 + __ffs(sel) - 1;
   }
-  for (int i = k + tid; i < p.k_max; i += kThreads) out[i] = -1;
+  for (int i = k + rank * kThreads + tid; i < p.k_max; i += ranks * kThreads) out[i] = -1;
+  if (ranks > 1 && p.first_digit_counted) {  // every rank read it before the cluster barriers above
+    const int per_rank = kTopkBins / ranks;
+    for (int i = rank * per_rank + tid; i < (rank + 1) * per_rank; i += kThreads) global_hist[i] = 0;
+  }
 }
 
 }  // namespace
 
-size_t row_topk_smem_bytes(int32_t max_seq_len) {
-  const size_t words = (static_cast<size_t>(max_seq_len) + 31) / 32;
+size_t row_topk_smem_bytes(int32_t max_seq_len, int32_t cluster) {
+  const size_t row_words = (static_cast<size_t>(max_seq_len) + 31) / 32;
+  const size_t words = (row_words + cluster - 1) / cluster;
   return 2 * words * sizeof(uint32_t) + size_t(kRowTopkCandidates) * (sizeof(uint32_t) + sizeof(int32_t)) +
-         size_t(kTopkBins) * sizeof(int);
+         size_t(cluster > 1 ? 2 : 1) * kTopkBins * sizeof(int);
 }
 
 cudaError_t launch_row_topk(const TopkParams& params, int batch, cudaStream_t stream) {
+  const int cluster = params.row_cluster;
   if (batch < 1 || params.num_rows < 1 || params.k_max < 1 || params.max_seq_len < 1 ||
-      params.max_seq_len > kRowTopkMaxKeys || (params.first_digit_counted && params.scratch.histograms == nullptr))
+      params.max_seq_len > kRowTopkMaxKeys || (params.first_digit_counted && params.scratch.histograms == nullptr) ||
+      (cluster != 1 && cluster != 2 && cluster != 4 && cluster != 8))
     return cudaErrorInvalidValue;
-  const size_t smem = row_topk_smem_bytes(params.max_seq_len);
+  const size_t smem = row_topk_smem_bytes(params.max_seq_len, cluster);
   const cudaError_t e = cudaFuncSetAttribute(row_topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem));
   if (e != cudaSuccess) return e;
-  const int words = (params.max_seq_len + 31) / 32;
-  row_topk_kernel<<<dim3(1, params.num_rows, batch), kThreads, smem, stream>>>(params, words);
-  return cudaGetLastError();
+  const int row_words = (params.max_seq_len + 31) / 32;
+  const int words = (row_words + cluster - 1) / cluster;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(cluster, params.num_rows, batch);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = cluster;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, row_topk_kernel, params, words);
 }
 
 }  // namespace kascade::cuda::detail

@@ -66,17 +66,21 @@ struct TopkParams {
   int32_t k_max = 0;
   int32_t chunk = 0;                 // scores per chunk CTA, a multiple of kTopkChunkQuantum
   int32_t max_chunks = 0;            // chunk · max_chunks >= max_seq_len
-  int32_t by_rows = 0;               // 1: one CTA per row (row_topk_kernel.cu), max_seq_len <= kRowTopkMaxKeys
+  int32_t by_rows = 0;               // 1: the row kernel (row_topk_kernel.cu), max_seq_len <= kRowTopkMaxKeys
+  int32_t row_cluster = 1;           // the row kernel's CTAs per row (a cluster): 1, 2, 4 or 8
 };
 // The chunked select, or the row kernel when params.by_rows.
 cudaError_t launch_radix_topk(const TopkParams& params, int batch, cudaStream_t stream);
 
-// The Top-k with one CTA per row (row_topk_kernel.cu): rows of at most kRowTopkMaxKeys scores, n-bit
-// masks in shared memory, up to kRowTopkCandidates keys of the first digit's threshold bin listed
-// there (more: passes over the row instead). Uses scratch.histograms only (the pooled first digit).
+// The Top-k with one cluster of row_cluster CTAs per row (row_topk_kernel.cu): rows of at most
+// kRowTopkMaxKeys scores, each CTA holding the n-bit masks of its slice in shared memory and
+// listing up to kRowTopkCandidates keys of the first digit's threshold bin there (more in the whole
+// row: passes over the row instead). Uses scratch.histograms only (the pooled first digit).
 constexpr int32_t kRowTopkMaxKeys = 262144;
 constexpr int kRowTopkCandidates = 8192;
-size_t row_topk_smem_bytes(int32_t max_seq_len);
+constexpr int32_t kRowTopkMaxCluster = 8;       // the portable cluster size
+constexpr int32_t kRowTopkMinSliceKeys = 8192;  // a cluster's CTAs get at least this many keys each
+size_t row_topk_smem_bytes(int32_t max_seq_len, int32_t cluster);
 cudaError_t launch_row_topk(const TopkParams& params, int batch, cudaStream_t stream);
 
 }  // namespace kascade::cuda::detail
