@@ -38,7 +38,8 @@ One invocation = one chunk:
 Other modes:
   --eval-only           evaluates --init (perplexity, tasks) within --time-budget; writes only eval_log.csv.
   --write-config DIR    writes config.json and generation_config.json of the chosen --preset.
-  --plot PNG            plots --log and --eval-log (loss curve, answer accuracy, eval scores).
+  --plot PNG            plots --log and --eval-log (loss curve, answer accuracy, eval scores; the same as
+                        `scripts/train_logs.py --plot PNG`, which needs no PyTorch).
   --check-hf DIR        loads DIR with transformers' AutoModelForCausalLM and compares its logits
                         with this script's model on random tokens (the Hugging Face load check).
 
@@ -75,7 +76,7 @@ import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_data_io import DocSet, StreamedTasks, load_docset  # noqa: E402
-from train_logs import read_log_tail, write_log  # noqa: E402
+from train_logs import plot_logs, read_log_tail, write_log  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -493,86 +494,6 @@ def check_hf(folder: Path, preset: str) -> int:
           f"{hf.config.num_hidden_layers} layers, GQA {hf.config.num_attention_heads}/{hf.config.num_key_value_heads}, "
           f"head_dim {hf.config.head_dim}, tied {hf.config.tie_word_embeddings}; max |logit diff| {diff:.3g}")
     return 0 if diff < 1e-4 else 1
-
-
-AGGREGATION_TASKS = {"cwe", "fwe"}  # the rest are the issue's retrieval group (niah, kv, vt, multi-hop)
-
-
-def plot_logs(log_path: Path, eval_path: Path, png: Path) -> int:
-    """Loss curve, teacher-forced answer accuracy and evaluation scores against training tokens."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    with log_path.open() as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
-        raise SystemExit(f"{log_path} holds no rows")
-    evals = []
-    if eval_path.exists():
-        with eval_path.open() as f:
-            evals = list(csv.DictReader(f))
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
-    x = np.array([int(r["tokens"]) for r in rows]) / 1e6
-
-    def series(key):
-        return np.array([float(r[key]) if r.get(key) else np.nan for r in rows])
-
-    ax = axes[0]
-    for key, label in [("loss_natural", "natural text"), ("loss_prompt", "task prompts"),
-                       ("loss_answer", "answer spans")]:
-        y = series(key)
-        ok = ~np.isnan(y)
-        ax.plot(x[ok], y[ok], label=label, lw=1)
-    ppl = {}
-    for e in evals:
-        if e["kind"] == "perplexity" and e["task"] == "austen/persuasion":
-            ppl[int(e["tokens"])] = math.log(float(e["score"]))
-    if ppl:
-        xs = sorted(ppl)
-        ax.plot(np.array(xs) / 1e6, [ppl[t] for t in xs], "k--o", ms=3, lw=1,
-                label="held-out Persuasion (ln perplexity)")
-    starts = {}
-    for r in rows:
-        starts.setdefault(r["chunk"], (int(r["tokens"]) / 1e6, r["stage"]))
-    for a in axes[:2]:
-        for t, stage in starts.values():
-            a.axvline(t, color="grey", lw=0.5, ls=":")
-    for t, stage in starts.values():
-        ax.text(t, ax.get_ylim()[1], stage, fontsize=7, va="top", rotation=90)
-    ax.set_xlabel("training tokens (M)")
-    ax.set_ylabel("cross-entropy (nats/token)")
-    ax.set_title("training loss")
-    ax.legend()
-    ax = axes[1]
-    for key, label in [("answer_token_acc", "answer tokens correct"), ("answer_exact", "whole answer correct")]:
-        y = series(key)
-        ok = ~np.isnan(y)
-        ax.plot(x[ok], y[ok], label=label, lw=1)
-    ax.set_ylim(0, 1)
-    ax.set_xlabel("training tokens (M)")
-    ax.set_title("teacher-forced answers (training batches)")
-    ax.legend()
-    ax = axes[2]
-    acc = [e for e in evals if e["kind"] == "accuracy"]
-    groups = {}
-    for e in acc:
-        group = "aggregation" if e["task"] in AGGREGATION_TASKS else "retrieval"
-        groups.setdefault((group, int(e["length"])), {}).setdefault(int(e["tokens"]), []).append(float(e["score"]))
-    for (group, L), pts in sorted(groups.items()):
-        xs = sorted(pts)
-        ax.plot(np.array(xs) / 1e6, [100 * np.mean(pts[t]) for t in xs], marker="o",
-                ls="-" if group == "retrieval" else "--", label=f"{group} @ {L // 1024}K")
-    ax.set_ylim(0, 100)
-    ax.set_xlabel("training tokens (M)")
-    ax.set_ylabel("accuracy (%)")
-    ax.set_title("held-out tasks (dev split, greedy)")
-    if groups:
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=110)
-    print(f"wrote {png}")
-    return 0
 
 
 def parse_task_weights(spec: str) -> dict[str, float]:
