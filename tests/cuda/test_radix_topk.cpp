@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cuda/common/device_errors.h"
+#include "cuda/common/plan_support.h"
 #include "cuda/kascade/radix_topk.h"
 #include "cuda_test_support.h"
 #include "kascade/budget.h"
@@ -81,6 +82,7 @@ std::string variant_name(const Variant& v) {
 void expect_topk_exact(const TopkCase& c, std::mt19937_64& rng, const Variant& variant,
                        int32_t* max_chunks = nullptr) {
   SCOPED_TRACE(variant_name(variant));
+  if (variant.row_cluster > 1 && !*detail::current_device_has_clusters()) return;  // clusters need sm_90+
   const int32_t batch = static_cast<int32_t>(c.kv_lens.size());
   int32_t max_len = 1;
   for (int32_t n : c.kv_lens) max_len = std::max(max_len, n);
@@ -311,6 +313,9 @@ TEST(RadixTopkPlan, RowKernelForRowsThatFitItsMasks) {
     EXPECT_EQ(plan->by_rows, w.by_rows);
     EXPECT_EQ(plan->row_cluster, w.cluster);
   }
+  // A GPU without thread-block clusters (before sm_90) keeps one CTA a row.
+  EXPECT_EQ(detail::plan_topk_for(64, 131072, 108, TopkAlgorithm::kAuto, /*clusters=*/false)->row_cluster, 1);
+  EXPECT_FALSE(detail::plan_topk_for(64, 131072, 108, TopkAlgorithm::kAuto, /*clusters=*/false)->by_rows);
   EXPECT_FALSE(detail::plan_topk_for(512, kRowTopkMaxKeys + 1, 132)->by_rows);
   EXPECT_FALSE(detail::plan_topk_for(64, 4096, 132, TopkAlgorithm::kChunked)->by_rows);
   EXPECT_TRUE(detail::plan_topk_for(64, 4096, 132, TopkAlgorithm::kByRows)->by_rows);

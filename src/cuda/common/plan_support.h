@@ -34,4 +34,12 @@ inline Result<int32_t> current_multiprocessor_count() {
   return static_cast<int32_t>(sms);
 }
 
+// Whether the current device launches thread-block clusters (compute capability 9.0 and later).
+inline Result<bool> current_device_has_clusters() {
+  int device = 0, major = 0;
+  KC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 9;
+}
+
 }  // namespace kascade::cuda::detail

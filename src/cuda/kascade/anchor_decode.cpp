@@ -44,6 +44,11 @@ Result<AnchorDecodePlan> plan_anchor_decode(const DecodeShape& shape, const Anch
   const int32_t cl = options.topk_row_cluster;
   KC_CHECK_ARG(cl == 0 || cl == 1 || cl == 2 || cl == 4 || cl == 8, "topk_row_cluster is ", cl,
                "; expected 0 (the plan's) or 1, 2, 4, 8");
+  if (cl > 1) {
+    KC_ASSIGN_OR_RETURN(const bool clusters, detail::current_device_has_clusters());
+    KC_CHECK_ARG(clusters, "topk_row_cluster is ", cl,
+                 "; thread-block clusters need a GPU of compute capability 9.0 or later");
+  }
   KC_ASSIGN_OR_RETURN(plan.topk, detail::plan_topk(static_cast<int64_t>(shape.batch) * options.pooling.num_rows,
                                                    shape.max_seq_len, options.topk_algorithm));
   plan.workspace = detail::layout_workspace(shape, max_splits, plan.logits_stride, options.pooling.num_rows,

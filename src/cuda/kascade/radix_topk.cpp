@@ -29,7 +29,7 @@ ScratchOffsets scratch_offsets(int64_t rows_total, int32_t max_chunks) {
 }  // namespace
 
 Result<TopkPlan> plan_topk_for(int64_t rows_total, int32_t max_seq_len, int32_t multiprocessors,
-                               TopkAlgorithm algorithm) {
+                               TopkAlgorithm algorithm, bool clusters) {
   KC_CHECK_ARG(rows_total >= 1, "Top-k rows: ", rows_total, "; expected >= 1");
   KC_CHECK_ARG(max_seq_len >= 1, "Top-k max_seq_len is ", max_seq_len, "; expected >= 1");
   KC_CHECK_ARG(multiprocessors >= 1, "multiprocessors is ", multiprocessors, "; expected >= 1");
@@ -48,14 +48,17 @@ Result<TopkPlan> plan_topk_for(int64_t rows_total, int32_t max_seq_len, int32_t 
   // the pooling: 8 rows best with 8 CTAs each, 32 rows with 4, 64 rows with 2 (2 CTAs a row: 60 us,
   // 4: 76 us, chunks 99 us), 512 rows with 1 (docs/perf.md "Decode round 10").
   int32_t cluster = 1;
-  while (cluster < kRowTopkMaxCluster && rows_total * 2 * cluster <= multiprocessors &&
+  while (clusters && cluster < kRowTopkMaxCluster && rows_total * 2 * cluster <= multiprocessors &&
          static_cast<int64_t>(max_seq_len) >= 2 * cluster * static_cast<int64_t>(kRowTopkMinSliceKeys))
     cluster *= 2;
   plan.row_cluster = cluster;
   // kAuto: the row kernel when its CTAs fill at least a quarter of the SMs (8 rows of 128K in
   // clusters of 8 took 29 us, the chunked select 36 us), or when the chunked select would not
-  // split a row anyway; the chunks otherwise (a few rows whose clusters cannot spread).
-  const bool rows_fill_gpu = 4 * rows_total * cluster >= multiprocessors || plan.max_chunks == 1;
+  // split a row anyway; the chunks otherwise (a few rows whose clusters cannot spread). Without
+  // clusters (one CTA a row) the rows must fill the SMs (measured before the clusters: 512 rows
+  // 527 -> 340 us, 64 rows 98 -> 115 us).
+  const int64_t ctas = rows_total * cluster;
+  const bool rows_fill_gpu = (clusters ? 4 * ctas : ctas) >= multiprocessors || plan.max_chunks == 1;
   plan.by_rows = algorithm == TopkAlgorithm::kByRows ||
                  (algorithm == TopkAlgorithm::kAuto && max_seq_len <= kRowTopkMaxKeys && rows_fill_gpu);
   return plan;
@@ -63,7 +66,8 @@ Result<TopkPlan> plan_topk_for(int64_t rows_total, int32_t max_seq_len, int32_t 
 
 Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len, TopkAlgorithm algorithm) {
   KC_ASSIGN_OR_RETURN(const int32_t sms, current_multiprocessor_count());
-  return plan_topk_for(rows_total, max_seq_len, sms, algorithm);
+  KC_ASSIGN_OR_RETURN(const bool clusters, current_device_has_clusters());
+  return plan_topk_for(rows_total, max_seq_len, sms, algorithm, clusters);
 }
 
 TopkScratch topk_scratch_at(const TopkPlan& plan, void* scratch) {
@@ -106,6 +110,11 @@ Status radix_topk_decode(const float* scores, int64_t scores_stride, const int32
                "row_cluster is ", row_cluster, "; expected 0 (the plan's) or 1, 2, 4, 8");
   KC_ASSIGN_OR_RETURN(const detail::TopkPlan plan,
                       detail::plan_topk(static_cast<int64_t>(batch) * out.num_rows, max_seq_len, algorithm));
+  if (row_cluster > 1) {
+    KC_ASSIGN_OR_RETURN(const bool clusters, detail::current_device_has_clusters());
+    KC_CHECK_ARG(clusters, "row_cluster is ", row_cluster,
+                 "; thread-block clusters need a GPU of compute capability 9.0 or later");
+  }
   detail::TopkParams p;
   p.row_cluster = row_cluster != 0 ? row_cluster : plan.row_cluster;
   p.scratch = detail::topk_scratch_at(plan, scratch);

@@ -40,9 +40,10 @@ struct TopkPlan {
                             // of >= kRowTopkMinSliceKeys keys) with batch · rows · cluster <= SMs
   size_t scratch_bytes = 0;
 };
-// For a GPU of `multiprocessors` SMs (host arithmetic only; tested without a GPU).
+// For a GPU of `multiprocessors` SMs that launches thread-block clusters or not (before compute
+// capability 9.0: row_cluster stays 1). Host arithmetic only; tested without a GPU.
 Result<TopkPlan> plan_topk_for(int64_t rows_total, int32_t max_seq_len, int32_t multiprocessors,
-                               TopkAlgorithm algorithm = TopkAlgorithm::kAuto);
+                               TopkAlgorithm algorithm = TopkAlgorithm::kAuto, bool clusters = true);
 // For the current device.
 Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len, TopkAlgorithm algorithm = TopkAlgorithm::kAuto);
 
@@ -62,7 +63,8 @@ Result<size_t> radix_topk_scratch_bytes(int32_t batch, int32_t num_rows, int32_t
 // error_flags: device uint32 that gets kErrorKvLen when a kv_len lies outside [0, max_seq_len]
 // and kErrorRowLen when a k lies outside [0, min(kv_len, out.k_max)].
 // algorithm: which kernels (TopkAlgorithm; the scratch size is the same for all); row_cluster: 0 for
-// the plan's CTAs per row of the row kernel, or 1, 2, 4, 8 to force them (tests, benchmarks).
+// the plan's CTAs per row of the row kernel, or 1, 2, 4, 8 to force them (tests, benchmarks; more
+// than 1 needs a GPU of compute capability 9.0+).
 Status radix_topk_decode(const float* scores, int64_t scores_stride, const int32_t* kv_lens, int32_t batch,
                          int32_t max_seq_len, const Budget& budget, const int32_t* k_per_seq,
                          const DecodeIndexRows& out, void* scratch, uint32_t* error_flags, cudaStream_t stream,

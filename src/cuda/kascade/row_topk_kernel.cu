@@ -70,8 +70,16 @@ __device__ __forceinline__ RowSmem row_smem(uint32_t* base, int words) {
 // every rank's `hist` into `hist_sum` through distributed shared memory. Call from every thread of
 // every CTA of the cluster after the CTA's counts are complete (a cluster barrier orders them); on
 // return `hist` may be counted into again.
+// Clusters exist from sm_90 on; an older build never gets ranks > 1 (the plan and the launcher refuse).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define KASCADE_ROW_TOPK_CLUSTERS 1
+#else
+#define KASCADE_ROW_TOPK_CLUSTERS 0
+#endif
+
 __device__ __forceinline__ const int* row_histogram(const RowSmem& sm, int bins, int ranks) {
   if (ranks == 1) return sm.hist;
+#if KASCADE_ROW_TOPK_CLUSTERS
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every rank's counts are complete
   for (int i = threadIdx.x; i < bins; i += kThreads) {
@@ -81,12 +89,17 @@ __device__ __forceinline__ const int* row_histogram(const RowSmem& sm, int bins,
   }
   cluster.sync();  // every rank has read every `hist`; hist_sum is complete in this CTA
   return sm.hist_sum;
+#else
+  __trap();
+  return sm.hist;
+#endif
 }
 
 // The sum of `value` (the same in every thread of a CTA) over the cluster's ranks below this one
 // (.x) and over all of them (.y), through `slot` (a shared int). Call from every thread.
 __device__ __forceinline__ int2 cluster_prefix(int value, int* slot, int ranks, int rank) {
   if (ranks == 1) return make_int2(0, value);
+#if KASCADE_ROW_TOPK_CLUSTERS
   cg::cluster_group cluster = cg::this_cluster();
   if (threadIdx.x == 0) *slot = value;
   cluster.sync();
@@ -98,6 +111,10 @@ __device__ __forceinline__ int2 cluster_prefix(int value, int* slot, int ranks, 
   }
   cluster.sync();  // every rank has read every slot: they may be written again, or the CTAs exit
   return make_int2(before, total);
+#else
+  __trap();
+  return make_int2(0, value);
+#endif
 }
 
 // One pass over scores[0, n) in steps of kStep scores: f(base, x) with x[u] the score at
@@ -346,6 +363,10 @@ cudaError_t launch_row_topk(const TopkParams& params, int batch, cudaStream_t st
   if (e != cudaSuccess) return e;
   const int row_words = (params.max_seq_len + 31) / 32;
   const int words = (row_words + cluster - 1) / cluster;
+  if (cluster == 1) {  // a plain launch (any GPU)
+    row_topk_kernel<<<dim3(1, params.num_rows, batch), kThreads, smem, stream>>>(params, words);
+    return cudaGetLastError();
+  }
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(cluster, params.num_rows, batch);
   config.blockDim = dim3(kThreads);
