@@ -13,7 +13,8 @@
 //     kernel does not read) with outputs against fp64 by the FA3 rule; Quest rows exactly equal
 //     (several page sizes, k = 0, budget, n); LessIsMore rows (sinks 0 / 4 / 7, k = 0, 3, budget,
 //     n) up to near-ties; refusals of bad views (and of several queries per sequence in the
-//     decode-only ops); device errors surfacing at the next host read or after every op; memory
+//     decode-only ops); device errors surfacing at the next host read or after every op, and through
+//     the two halves of the check (enqueue, the caller's sync, finish); memory
 //     round trips (pageable and pinned sources).
 // The prefill ops are tested by test_backend_prefill.cpp.
 #include <gtest/gtest.h>
@@ -26,6 +27,7 @@
 #include "cuda/backend/cuda_backend.h"
 #include "cuda/backend/decode_plan_cache.h"
 #include "cuda/backend/oracle_prefill_select.h"
+#include "cuda/common/cuda_status.h"
 #include "cuda_test_support.h"
 #include "policy/cpu_backend.h"
 #include "test_backend_support.h"
@@ -565,6 +567,37 @@ TEST(CudaBackendOps, DeviceErrorsSurfaceAtTheNextHostReadOrAfterEveryOp) {
     const Status check = op.cuda->check_device_errors();
     EXPECT_TRUE(refused_naming(every_op ? sparse : check, StatusCode::kOutOfRange, "index entry out of range"));
   }
+}
+
+// The two halves of check_device_errors (the CUDA session's path): the copies are queued without
+// waiting, the bits are reported after the caller's synchronisation and cleared, and the halves
+// must alternate.
+TEST(CudaBackendOps, ErrorCheckInTwoHalvesReportsAndClears) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = rng_for_test();
+  OpProblem op = make_op_problem(small_case(), rng);
+  ASSERT_TRUE(op.cuda);
+  const DecodeProblem& p = *op.problem;
+  AttentionParams params;
+  params.scale = p.scale();
+  DeviceBuffer o(static_cast<size_t>(p.batch()) * 8 * 64 * 2);
+  const AttentionOutput out{o.data(), DType::kBF16, nullptr};
+  EXPECT_TRUE(refused_naming(op.cuda->finish_error_check(), StatusCode::kInvalidArgument, "without enqueue"));
+  KC_ASSERT_OK(op.cuda->enqueue_error_check());
+  KC_ASSERT_OK(cuda::cuda_status(cudaStreamSynchronize(op.cuda->options().stream), "sync"));
+  KC_ASSERT_OK(op.cuda->finish_error_check());  // nothing ran yet: no bits
+  std::vector<int32_t> bad_lens = p.kv_lens();
+  bad_lens[2] = 2000;  // > max_seq_len: flagged and clamped by the kernel
+  DeviceBuffer lens = upload_vector(bad_lens);
+  PagedKv kv = p.device_kv();
+  kv.kv_lens = lens.as<int32_t>();
+  KC_ASSERT_OK(op.cuda->dense(p.device_q(), kv, params, out));
+  KC_ASSERT_OK(op.cuda->enqueue_error_check());
+  EXPECT_TRUE(refused_naming(op.cuda->enqueue_error_check(), StatusCode::kInvalidArgument, "twice"));
+  KC_ASSERT_OK(cuda::cuda_status(cudaStreamSynchronize(op.cuda->options().stream), "sync"));
+  const Status reported = op.cuda->finish_error_check();
+  EXPECT_TRUE(refused_naming(reported, StatusCode::kOutOfRange, "kv_len out of range")) << reported.to_string();
+  EXPECT_TRUE(op.cuda->check_device_errors().ok()) << "the reported bits were cleared";
 }
 
 TEST(CudaBackendOps, MemoryRoundTripsFromPageableAndPinnedHostMemory) {

@@ -132,8 +132,15 @@ class CudaBackend final : public AttentionBackend {
 
   const CudaBackendOptions& options() const;
   // Waits for the stream, reads and clears every error word of the backend's kernels; a Status
-  // naming the bits (kv_len out of range, index entry out of range, ...) when any was set.
+  // naming the bits (kv_len out of range, index entry out of range, ...) when any was set. One
+  // synchronisation: enqueue_error_check(), cudaStreamSynchronize, finish_error_check().
   Status check_device_errors();
+  // The same in two halves, for a caller that synchronises the stream anyway (the CUDA session
+  // after a forward call): enqueue_error_check() queues the copies of every error word into pinned
+  // host memory and their clearing, without waiting; finish_error_check(), after the caller has
+  // synchronised the stream, reports the bits. Every enqueue must be followed by its finish.
+  Status enqueue_error_check();
+  Status finish_error_check();
   // Device allocations the backend made for its own plans, workspaces and scratch (not those of
   // allocate()). Constant once every op variant in use has run once.
   int64_t internal_allocations() const;

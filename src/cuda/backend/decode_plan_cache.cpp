@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "cuda/backend/device_memory.h"
+#include "cuda/common/plan_support.h"
 
 namespace kascade::cuda {
 namespace {
@@ -77,13 +78,8 @@ Result<const DecodePlanCache::Anchor*> DecodePlanCache::anchor(const DecodeKey& 
   return result;
 }
 
-Result<uint32_t> DecodePlanCache::read_errors() {
-  uint32_t bits = 0;
-  for (const auto& [workspace, layout] : workspaces_) {
-    KC_ASSIGN_OR_RETURN(const uint32_t found, read_device_errors(layout, workspace, stream_));
-    bits |= found;
-  }
-  return bits;
+void DecodePlanCache::error_words(std::vector<uint32_t*>* words) const {
+  for (const auto& [workspace, layout] : workspaces_) words->push_back(detail::workspace_at<uint32_t>(workspace, layout.error_flags));
 }
 
 }  // namespace kascade::cuda

@@ -1,7 +1,7 @@
 // src/cuda/backend/decode_plan_cache.h — the CUDA backend's decode plans, made once per call
 // shape (DecodeKey) and op variant for the key's batch bucket and the backend's max_seq_len, each
 // with its own workspace (allocated and initialised when the plan is made). Lookups after the first
-// allocate nothing. read_errors() reads and clears the error word of every workspace.
+// allocate nothing. error_words() lists the error word of every workspace (the backend reads them).
 // Batch buckets: a plan made for max_batch splits the KV sequence for max_batch sequences; a call
 // of fewer sequences would then leave most SMs idle (measured: a runtime made for batch 8 decoded
 // one 128K sequence at half the speed of one made for batch 1, docs/perf.md "GPU runtime round 3").
@@ -68,9 +68,9 @@ class DecodePlanCache {
 
   // The shape a key's plans are made for.
   DecodeShape shape_of(const DecodeKey& key) const;
-  // Reads and clears the error words of every workspace (synchronises the stream); the DeviceError
-  // bits set since the last read, OR-ed over the workspaces.
-  Result<uint32_t> read_errors();
+  // Appends the device address of every workspace's error word (uint32 DeviceError bits) to
+  // *words: the backend copies and clears them all with one synchronisation.
+  void error_words(std::vector<uint32_t*>* words) const;
   int64_t allocations() const { return allocations_; }
 
  private:
@@ -89,7 +89,7 @@ class DecodePlanCache {
   std::vector<Keyed<Dense>> dense_;
   std::vector<Keyed<Sparse>> sparse_;
   std::vector<Keyed<Anchor>> anchor_;
-  std::vector<std::pair<void*, WorkspaceLayout>> workspaces_;  // every workspace, for read_errors
+  std::vector<std::pair<void*, WorkspaceLayout>> workspaces_;  // every workspace, for error_words
 };
 
 }  // namespace kascade::cuda

@@ -16,6 +16,10 @@ namespace kascade::cuda {
 // cudaMalloc fails.
 Result<BackendBuffer> device_allocate(size_t bytes, const char* what);
 
+// `bytes` (>= 1) of page-locked host memory (cudaMallocHost), so that a device-to-host copy into it
+// is asynchronous; kResourceExhausted naming `what` when the allocation fails.
+Result<BackendBuffer> pinned_host_allocate(size_t bytes, const char* what);
+
 // A device buffer that reallocates only when asked for more than it holds; counts allocations.
 class GrowingDeviceBuffer {
  public:

@@ -75,13 +75,14 @@ Result<PrefillPlanCache::Planned> PrefillPlanCache::plan(const PrefillKey& key) 
   return Planned{plans_.back().get(), workspace_.data()};
 }
 
-Result<uint32_t> PrefillPlanCache::read_errors() {
-  uint32_t bits = carried_errors_;
+uint32_t* PrefillPlanCache::error_word() const {
+  if (workspace_.data() == nullptr) return nullptr;
+  return reinterpret_cast<uint32_t*>(static_cast<char*>(workspace_.data()) + plans_.front()->workspace.error_flags);
+}
+
+uint32_t PrefillPlanCache::take_carried_errors() {
+  const uint32_t bits = carried_errors_;
   carried_errors_ = 0;
-  if (workspace_.data() != nullptr) {
-    KC_ASSIGN_OR_RETURN(const uint32_t found, read_prefill_errors(*plans_.front(), workspace_.data(), stream_));
-    bits |= found;
-  }
   return bits;
 }
 

@@ -58,9 +58,11 @@ class PrefillPlanCache {
   // The plan of `key` (plan_prefill on the current device the first time) and the workspace.
   Result<Planned> plan(const PrefillKey& key);
 
-  // Reads and clears the error word (synchronises the stream); the PrefillError / DeviceError bits
-  // set since the last read, including those read when the workspace grew. 0 before any plan.
-  Result<uint32_t> read_errors();
+  // The device address of the workspace's error word (PrefillError / DeviceError bits; null before
+  // any plan), which the backend copies and clears, and the bits read when the workspace grew
+  // (returned once, then 0).
+  uint32_t* error_word() const;
+  uint32_t take_carried_errors();
   // Device allocations made (workspaces).
   int64_t allocations() const { return allocations_; }
   size_t workspace_bytes() const { return workspace_.bytes(); }

@@ -81,6 +81,9 @@ Result<std::unique_ptr<CudaSession>> CudaSession::create(CudaModel& model, Atten
   KC_ASSIGN_OR_RETURN(s->kv_, device_alloc(s->plan_.kv_cache, "the KV cache"));
   KC_ASSIGN_OR_RETURN(s->workspace_, device_alloc(s->layout_.total, "the activation workspace"));
   KC_ASSIGN_OR_RETURN(s->sampler_, DeviceSampler::create(s->limits_.num_sequences, c.vocab_size, model.stream()));
+  void* host_error = nullptr;
+  KC_CUDA_RETURN_IF_ERROR(cudaMallocHost(&host_error, sizeof(uint32_t)));
+  s->host_error_ = static_cast<uint32_t*>(host_error);
   KC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s->call_begin_));
   KC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s->call_end_));
   if (const char* step = std::getenv("KASCADE_PROFILE_DECODE_STEP"); step != nullptr && *step != '\0') {
@@ -111,6 +114,7 @@ CudaSession::~CudaSession() {
   graph_.reset();
   if (kv_ != nullptr) (void)cudaFree(kv_);
   if (workspace_ != nullptr) (void)cudaFree(workspace_);
+  if (host_error_ != nullptr) (void)cudaFreeHost(host_error_);
   if (call_begin_ != nullptr) (void)cudaEventDestroy(call_begin_);
   if (call_end_ != nullptr) (void)cudaEventDestroy(call_end_);
 }
@@ -443,10 +447,15 @@ Status CudaSession::mark_call_end() {
 }
 
 Status CudaSession::commit(const std::vector<runtime::CallItem>& items) {
-  uint32_t error = 0;
+  // The embedding's error word and every error word of the attention backend are copied into pinned
+  // memory behind the call and read after one synchronisation (each read used to wait on its own).
   KC_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(&error, at(layout_.error), sizeof(uint32_t), cudaMemcpyDeviceToHost, model_->stream()));
-  KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(model_->stream()));
+      cudaMemcpyAsync(host_error_, at(layout_.error), sizeof(uint32_t), cudaMemcpyDeviceToHost, model_->stream()));
+  CudaBackend& backend = *model_->backend();
+  KC_RETURN_IF_ERROR(backend.enqueue_error_check());
+  const Status synced = cuda_status(cudaStreamSynchronize(model_->stream()), "cudaStreamSynchronize");
+  const Status backend_errors = backend.finish_error_check();  // always: it ends the pending check
+  KC_RETURN_IF_ERROR(synced);
   if (profiling_) {
     profiling_ = false;
     KC_CUDA_RETURN_IF_ERROR(cudaProfilerStop());
@@ -457,8 +466,8 @@ Status CudaSession::commit(const std::vector<runtime::CallItem>& items) {
     timings_.device_s += 1e-3 * static_cast<double>(ms);
     call_timed_ = false;
   }
-  if (error != 0) return out_of_range("cuda session: the embedding met a token id outside the vocabulary");
-  KC_RETURN_IF_ERROR(model_->backend()->check_device_errors());
+  if (*host_error_ != 0) return out_of_range("cuda session: the embedding met a token id outside the vocabulary");
+  KC_RETURN_IF_ERROR(backend_errors);
   for (const runtime::CallItem& item : items) lengths_[item.sequence] += static_cast<int64_t>(item.tokens.size());
   return ok_status();
 }

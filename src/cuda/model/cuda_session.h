@@ -142,6 +142,7 @@ class CudaSession final : public runtime::ForwardSession {
   size_t kv_layer_bytes_ = 0;  // one of K or V of one layer
   int32_t num_pages_ = 0;
   void* workspace_ = nullptr;  // the activation layout
+  uint32_t* host_error_ = nullptr;  // pinned host copy of the embedding's error word (layout_.error)
   std::unique_ptr<DeviceSampler> sampler_;
   std::vector<int32_t> page_base_;   // [sequences] first page of each sequence's run
   std::vector<int64_t> lengths_;     // [sequences] committed tokens
