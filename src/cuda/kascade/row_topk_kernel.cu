@@ -66,10 +66,6 @@ __device__ __forceinline__ RowSmem row_smem(uint32_t* base, int words) {
   return s;
 }
 
-// The histogram of the whole row: this CTA's own with one CTA a row; with a cluster, the sum of
-// every rank's `hist` into `hist_sum` through distributed shared memory. Call from every thread of
-// every CTA of the cluster after the CTA's counts are complete (a cluster barrier orders them); on
-// return `hist` may be counted into again.
 // Clusters exist from sm_90 on; an older build never gets ranks > 1 (the plan and the launcher refuse).
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 #define KASCADE_ROW_TOPK_CLUSTERS 1
@@ -77,6 +73,10 @@ __device__ __forceinline__ RowSmem row_smem(uint32_t* base, int words) {
 #define KASCADE_ROW_TOPK_CLUSTERS 0
 #endif
 
+// The histogram of the whole row: this CTA's own with one CTA a row; with a cluster, the sum of
+// every rank's `hist` into `hist_sum` through distributed shared memory. Call from every thread of
+// every CTA of the cluster after the CTA's counts are complete (a cluster barrier orders them); on
+// return `hist` may be counted into again.
 __device__ __forceinline__ const int* row_histogram(const RowSmem& sm, int bins, int ranks) {
   if (ranks == 1) return sm.hist;
 #if KASCADE_ROW_TOPK_CLUSTERS
