@@ -3,8 +3,9 @@
 # that needs its packed lib/ on LD_LIBRARY_PATH) and a stand-in trainer (records its arguments and
 # runs the --generate CLI): the wrapper reaches the packed CLI with lib/ on the path, the trainer gets
 # --generate / --chunk / --out before the caller's options, the console lands in OUT/CHUNK.log, the
-# trainer's exit status comes back, CHUNK_SECONDS stops a long run (124); a CLI that does not start,
-# a missing tarball and a bad chunk name are refused with a message.
+# trainer's exit status comes back, CHUNK_SECONDS stops a long run (124); a real (compiled) CLI whose
+# shared library is not packed gets it linked from CLI_LIB_DIRS, and does not start without it; a CLI
+# that does not start, a missing tarball and a bad chunk name are refused with a message.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
@@ -66,4 +67,16 @@ SH
 chmod +x "$work/pack/kascade" && tar cJf "$work/broken.tar.xz" -C "$work/pack" .
 if run "$work/broken.tar.xz" "$work/out" c99-test; then fail "a CLI that does not start was accepted"; fi
 grep -q "does not start" "$work/log" && grep -q "boom" "$work/log" || fail "start failure message"
+# A compiled CLI that needs a library the pack lacks (as a CUDA build needs cuBLAS): linked from CLI_LIB_DIRS.
+mkdir -p "$work/real/lib" "$work/machine"
+printf 'int kc_dummy(void) { return 0; }\n' >"$work/dummy.c"
+cc -shared -fPIC -Wl,-soname,libkcdummy.so.1 -o "$work/machine/libkcdummy.so.1" "$work/dummy.c"
+printf '#include <stdio.h>\nint kc_dummy(void);\nint main(int c, char** v) { if (c > 1) printf("kascade stand-in %%s\\n", v[1]); return kc_dummy(); }\n' >"$work/main.c"
+cc -o "$work/real/kascade" "$work/main.c" "$work/machine/libkcdummy.so.1"
+tar cJf "$work/real.tar.xz" -C "$work/real" .
+CLI_LIB_DIRS="$work/machine" run "$work/real.tar.xz" "$work/out" c98-real || fail "a compiled CLI with its library on CLI_LIB_DIRS"
+grep -q "linked $work/machine/libkcdummy.so.1" "$work/out/c98-real.log" || fail "no 'linked' line"
+grep -q "kascade stand-in tasks" "$work/out/c98-real.log" || fail "the compiled CLI did not run"
+if CLI_LIB_DIRS="$work/nowhere" run "$work/real.tar.xz" "$work/out" c98-real; then fail "a CLI missing its library started"; fi
+grep -q "does not start" "$work/log" && grep -q "libkcdummy.so.1" "$work/log" || fail "missing-library message"
 echo PASS
