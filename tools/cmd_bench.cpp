@@ -75,6 +75,7 @@ struct E2eArgs {
   std::string dtype = "bf16";
   uint64_t seed = 0;
   bool no_cuda_graph = false;
+  bool pipelined_decode = false;
   bool no_warmup = false;
   std::string json;
 };
@@ -213,6 +214,7 @@ Status run_e2e(const E2eArgs& a) {
   o.chunk_size = a.chunk;
   o.page_size = a.page_size;
   o.cuda_graph = !a.no_cuda_graph;
+  o.pipelined_decode = a.pipelined_decode;
   KC_ASSIGN_OR_RETURN(o.attention, attention_for(policies.front(), a));
   std::fprintf(stderr, "kascade bench e2e: %s, generating dummy %s weights and uploading them...\n",
                device_name(a.cuda_device).c_str(), dtype_name(dtype));
@@ -302,6 +304,7 @@ Status run_e2e(const E2eArgs& a) {
     j["chunk"] = a.chunk;
     j["decode_steps"] = a.decode_steps;
     j["cuda_graph"] = !a.no_cuda_graph;
+    j["pipelined_decode"] = a.pipelined_decode;
     j["topk_fraction"] = a.topk_fraction;
     j["k_min"] = a.k_min;
     j["anchors"] = a.calibration.empty() ? a.anchors : "from " + a.calibration;
@@ -337,6 +340,7 @@ int run_bench(int argc, char** argv) {
   e2e->add_option("--dtype", a.dtype, "weights, activations and KV cache: bf16 | f16");
   e2e->add_option("--seed", a.seed, "seed of the dummy weights and the random prompts");
   e2e->add_flag("--no-cuda-graph", a.no_cuda_graph, "decode op by op instead of replaying CUDA graphs");
+  e2e->add_flag("--pipelined-decode", a.pipelined_decode, "launch decode step t + 1 before reading step t's tokens");
   e2e->add_flag("--no-warmup", a.no_warmup, "skip the short warm-up run before each cell");
   e2e->add_option("--json", a.json, "also write the results as JSON to this file");
   KernelBench prefill, decode;

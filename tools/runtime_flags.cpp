@@ -21,6 +21,8 @@ void add_runtime_flags(CLI::App& app, RuntimeFlags& f) {
       ->check(CLI::PositiveNumber);
   app.add_flag("--no-cuda-graph", f.no_cuda_graph,
                "run every decode step op by op instead of replaying it as a CUDA graph (--device cuda)");
+  app.add_flag("--pipelined-decode", f.pipelined_decode,
+               "launch decode step t + 1 before reading step t's tokens (the same tokens; RuntimeOptions::pipelined_decode)");
 }
 
 void add_budget_flags(CLI::App& app, BudgetFlags& f) {
@@ -42,6 +44,7 @@ Result<RuntimeOptions> to_runtime_options(const RuntimeFlags& f, const BudgetFla
   o.max_context = f.max_context;
   o.chunk_size = f.chunk;
   o.cuda_graph = !f.no_cuda_graph;
+  o.pipelined_decode = f.pipelined_decode;
   if (budget != nullptr) {
     o.attention.topk_fraction = budget->topk_fraction;
     o.attention.k_min = budget->k_min;

@@ -7,10 +7,17 @@
 //                runtime/sampler.h semantics (greedy, or inverse CDF at the given uniforms); the
 //                CPU session samples the host logits, the CUDA session samples on the device and
 //                copies back only the tokens.
+//   submit_decode / collect_decode  pipelined decode (RuntimeOptions::pipelined_decode): a decode
+//                call is launched before the previous call's tokens are read, its tokens taken from
+//                that call's samples where the host does not know them yet ("fed"). The default
+//                below runs each call at submit (the CPU session); the CUDA session overrides both
+//                so that the host prepares step t + 1 while the GPU runs step t.
 // Tested through tests/unit/runtime/ (CPU) and tests/cuda/test_gpu_runtime_*.cpp (CUDA).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <vector>
 
@@ -29,6 +36,14 @@ struct CallItem {
   int64_t logits_from = 0;
 };
 
+// One item of a pipelined decode call: the sequence and its token, or (fed) the token the previous
+// submitted decode call sampled for that sequence.
+struct DecodeItem {
+  int32_t sequence = 0;
+  int32_t token = 0;  // ignored when fed
+  bool fed = false;
+};
+
 class ForwardSession {
  public:
   virtual ~ForwardSession() = default;
@@ -40,12 +55,50 @@ class ForwardSession {
   // i's uniform in [0, 1), read when temperature > 0).
   virtual Status step_sample(ForwardMode mode, const std::vector<CallItem>& items, const SamplerConfig& sampler,
                              std::span<const double> uniforms, std::vector<int32_t>* tokens) = 0;
+  // Pipelined decode: a decode call of one token per item (distinct sequences), each item sampling
+  // one token with `sampler` at uniforms[i]; returns without waiting for the tokens. A fed item
+  // needs the previous submitted call to have sampled its sequence. At most two calls are in
+  // flight (submitted, not collected); step and step_sample need none.
+  virtual Status submit_decode(const std::vector<DecodeItem>& items, const SamplerConfig& sampler,
+                               std::span<const double> uniforms) {
+    KC_CHECK_ARG(ran_.size() < 2, "submit_decode: two decode calls are in flight already; collect one first");
+    std::vector<int32_t> tokens(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      tokens[i] = items[i].token;
+      if (!items[i].fed) continue;
+      const auto it = std::find(last_sequences_.begin(), last_sequences_.end(), items[i].sequence);
+      KC_CHECK_ARG(it != last_sequences_.end(), "submit_decode: sequence ", items[i].sequence,
+                   " is fed but the previous decode call sampled no token for it");
+      tokens[i] = last_tokens_[static_cast<size_t>(it - last_sequences_.begin())];
+    }
+    std::vector<CallItem> call(items.size());
+    for (size_t i = 0; i < items.size(); ++i) call[i] = {items[i].sequence, std::span<const int32_t>(&tokens[i], 1), 0};
+    std::vector<int32_t> sampled;
+    KC_RETURN_IF_ERROR(step_sample(ForwardMode::kDecode, call, sampler, uniforms, &sampled));
+    last_sequences_.clear();
+    for (const DecodeItem& item : items) last_sequences_.push_back(item.sequence);
+    last_tokens_ = sampled;
+    ran_.push_back(std::move(sampled));
+    return ok_status();
+  }
+  // Waits for the oldest submitted decode call not yet collected; tokens (resized): its samples in
+  // item order.
+  virtual Status collect_decode(std::vector<int32_t>* tokens) {
+    KC_CHECK_ARG(tokens != nullptr, "collect_decode: tokens is null");
+    KC_CHECK_ARG(!ran_.empty(), "collect_decode: no decode call is in flight");
+    *tokens = std::move(ran_.front());
+    ran_.pop_front();
+    return ok_status();
+  }
   // Timings of all calls so far.
   virtual ForwardTimings timings() const = 0;
   // How the decode calls so far ran (CUDA graphs); the CPU session runs every call eagerly.
   virtual CudaGraphStats cuda_graph_stats() const { return cpu_graph_stats(); }
 
  private:
+  // The default pipelining: the samples of the calls run at submit, and of the last one by sequence.
+  std::deque<std::vector<int32_t>> ran_;
+  std::vector<int32_t> last_sequences_, last_tokens_;
   static CudaGraphStats cpu_graph_stats() {
     CudaGraphStats stats;
     stats.eager_reason = "the CPU runtime has no CUDA graphs";

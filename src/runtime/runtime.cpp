@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <set>
 #include <sstream>
 
@@ -78,6 +79,64 @@ PhaseTimings phase_between(const ForwardTimings& before, const ForwardTimings& a
   p.other_s = after.other_s - before.other_s;
   p.device_s = after.device_s - before.device_s;
   return p;
+}
+
+// The pipelined decode loop (RuntimeOptions::pipelined_decode): step t + 1 is submitted, its tokens
+// fed from step t's samples, before step t's tokens are collected, so the host prepares a step while
+// the device runs the one before. Step t + 1 holds the sequences of step t that were going on after
+// step t − 1 and go on after one more token whatever it is (continues_after_next: the length and
+// context limits); a sequence that stops on a stop token at step t still has a row in step t + 1,
+// whose token is dropped. The tokens, finish reasons, decode_steps and decode_tokens equal the
+// step-by-step loop's (the policy's statistics count the dropped rows too). draw_uniforms(sequences)
+// fills `uniforms`; accept(s, token) takes a sampled token and updates active[s].
+template <typename DrawUniforms, typename Accept, typename ContinuesAfterNext>
+Status decode_pipelined(runtime::ForwardSession& session, const SamplerConfig& sampler, const std::vector<bool>& active,
+                        GenerateResult& result, DrawUniforms&& draw_uniforms, const std::vector<double>& uniforms,
+                        Accept&& accept, ContinuesAfterNext&& continues_after_next) {
+  std::deque<std::vector<int32_t>> in_flight;  // the sequences of each submitted call, oldest first
+  std::vector<runtime::DecodeItem> items;
+  const auto submit = [&](std::vector<int32_t> sequences) -> Status {
+    if (sequences.empty()) return ok_status();
+    draw_uniforms(sequences);
+    KC_RETURN_IF_ERROR(session.submit_decode(items, sampler, uniforms));
+    in_flight.push_back(std::move(sequences));
+    return ok_status();
+  };
+  // The first call takes the tokens the prefill sampled, which the host has.
+  std::vector<int32_t> sequences;
+  for (int32_t s = 0; s < static_cast<int32_t>(active.size()); ++s) {
+    if (!active[s]) continue;
+    items.push_back({s, result.sequences[s].tokens.back(), false});
+    sequences.push_back(s);
+  }
+  KC_RETURN_IF_ERROR(submit(std::move(sequences)));
+  std::vector<int32_t> sampled;
+  while (!in_flight.empty()) {
+    if (in_flight.size() == 1) {  // the next call, fed from the one in flight
+      items.clear();
+      sequences.clear();
+      for (int32_t s : in_flight.front()) {
+        if (!active[s] || !continues_after_next(s)) continue;
+        items.push_back({s, 0, true});
+        sequences.push_back(s);
+      }
+      KC_RETURN_IF_ERROR(submit(std::move(sequences)));
+    }
+    KC_RETURN_IF_ERROR(session.collect_decode(&sampled));
+    const std::vector<int32_t> step = std::move(in_flight.front());
+    in_flight.pop_front();
+    KC_CHECK_ARG(sampled.size() == step.size(), "pipelined decode: ", sampled.size(), " tokens for a call of ",
+                 step.size(), " sequences");
+    int64_t kept = 0;
+    for (size_t i = 0; i < step.size(); ++i) {
+      if (!active[step[i]]) continue;  // stopped at an earlier step: this row's token is dropped
+      ++kept;
+      accept(step[i], sampled[i]);
+    }
+    if (kept > 0) ++result.stats.decode_steps;
+    result.stats.decode_tokens += kept;
+  }
+  return ok_status();
 }
 
 Status validate_tokens(const std::vector<int32_t>& tokens, int64_t vocab, const char* what, size_t index) {
@@ -350,20 +409,29 @@ Result<GenerateResult> Runtime::generate(const std::vector<std::vector<int32_t>>
 
   // Decode: one token per active sequence per call.
   const auto decode_start = Clock::now();
-  while (true) {
-    std::vector<runtime::CallItem> items;
-    std::vector<int32_t> sequences;
-    for (int32_t s = 0; s < n; ++s) {
-      if (!active[s]) continue;
-      items.push_back({s, std::span<const int32_t>(&result.sequences[s].tokens.back(), 1), 0});
-      sequences.push_back(s);
+  if (impl_->options.pipelined_decode) {
+    const auto continues_after_next = [&](int32_t s) {
+      const int64_t generated = static_cast<int64_t>(result.sequences[s].tokens.size()) + 1;
+      return generated < options.max_new_tokens && static_cast<int64_t>(prompts[s].size()) + generated < max_ctx;
+    };
+    KC_RETURN_IF_ERROR(decode_pipelined(*session, options.sampler, active, result, draw_uniforms, uniforms, accept,
+                                        continues_after_next));
+  } else {
+    while (true) {
+      std::vector<runtime::CallItem> items;
+      std::vector<int32_t> sequences;
+      for (int32_t s = 0; s < n; ++s) {
+        if (!active[s]) continue;
+        items.push_back({s, std::span<const int32_t>(&result.sequences[s].tokens.back(), 1), 0});
+        sequences.push_back(s);
+      }
+      if (items.empty()) break;
+      draw_uniforms(sequences);
+      KC_RETURN_IF_ERROR(session->step_sample(ForwardMode::kDecode, items, options.sampler, uniforms, &sampled));
+      ++result.stats.decode_steps;
+      result.stats.decode_tokens += static_cast<int64_t>(items.size());
+      for (size_t i = 0; i < items.size(); ++i) accept(items[i].sequence, sampled[i]);
     }
-    if (items.empty()) break;
-    draw_uniforms(sequences);
-    KC_RETURN_IF_ERROR(session->step_sample(ForwardMode::kDecode, items, options.sampler, uniforms, &sampled));
-    ++result.stats.decode_steps;
-    result.stats.decode_tokens += static_cast<int64_t>(items.size());
-    for (size_t i = 0; i < items.size(); ++i) accept(items[i].sequence, sampled[i]);
   }
   result.stats.decode_s = seconds_since(decode_start);
   result.stats.decode_timings = phase_between(after_prefill, session->timings());

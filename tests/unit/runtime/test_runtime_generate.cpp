@@ -6,6 +6,9 @@
 //   - streaming callbacks see every token in order, prefill progress reaches the total;
 //   - stop tokens, max_new_tokens = 0, and the context limit (refused prompt, stop at the limit);
 //   - seeded sampling reproduces, another seed differs;
+//   - pipelined decode (RuntimeOptions::pipelined_decode) gives the step-by-step loop's tokens, finish
+//     reasons and step / token counts, with stop tokens hit at different steps, different
+//     max_new_tokens per call, the context limit and seeded sampling;
 //   - dummy weights run for a config.json without safetensors, deterministically per seed;
 //   - the layer observer sees every layer of every call (and its errors stop the call);
 //   - set_policy accepts a policy of the model's shape only;
@@ -164,6 +167,53 @@ TEST(RuntimeGenerate, SeededSamplingReproduces) {
   auto c = rt->generate({prompt}, g);
   ASSERT_TRUE(c.ok());
   EXPECT_NE(c->sequences[0].tokens, a->sequences[0].tokens);
+}
+
+// Pipelined decode launches step t + 1 before step t's tokens are read; a sequence stopped by a stop
+// token at step t has a dropped row in step t + 1. Everything the caller sees must equal the loop
+// that waits for each step.
+TEST(RuntimeGenerate, PipelinedDecodeEqualsStepByStep) {
+  RuntimeOptions plain_options;
+  plain_options.max_context = 60;
+  RuntimeOptions piped_options = plain_options;
+  piped_options.pipelined_decode = true;
+  auto plain = make_runtime(plain_options);
+  auto piped = make_runtime(piped_options);
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(piped, nullptr);
+  const std::vector<std::vector<int32_t>> prompts = {prompt_of(12, 1), prompt_of(30, 2), prompt_of(5, 3),
+                                                     prompt_of(55, 4)};
+  auto free_run = plain->generate(prompts, greedy(12));
+  ASSERT_TRUE(free_run.ok()) << free_run.status().to_string();
+  // Stop tokens that end sequences 0 and 2 at different steps (sequence 3 reaches the context limit).
+  GenerateOptions stopping = greedy(12);
+  stopping.stop_tokens = {free_run->sequences[0].tokens[3], free_run->sequences[2].tokens[1]};
+  GenerateOptions sampled = greedy(9);
+  sampled.sampler.temperature = 1.2f;
+  sampled.sampler.top_k = 40;
+  sampled.sampler.seed = 3;
+  sampled.stop_tokens = {free_run->sequences[1].tokens[4]};
+  for (const GenerateOptions& g : {greedy(12), greedy(1), stopping, sampled}) {
+    SCOPED_TRACE("max_new " + std::to_string(g.max_new_tokens) + ", " + std::to_string(g.stop_tokens.size()) +
+                 " stop tokens, temperature " + std::to_string(g.sampler.temperature));
+    auto a = plain->generate(prompts, g);
+    auto b = piped->generate(prompts, g);
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    for (size_t s = 0; s < prompts.size(); ++s) {
+      EXPECT_EQ(b->sequences[s].tokens, a->sequences[s].tokens) << "sequence " << s;
+      EXPECT_EQ(b->sequences[s].finish, a->sequences[s].finish) << "sequence " << s;
+    }
+    EXPECT_EQ(b->stats.decode_steps, a->stats.decode_steps);
+    EXPECT_EQ(b->stats.decode_tokens, a->stats.decode_tokens);
+  }
+  // The stopping case really stops sequences at different steps while others go on.
+  auto stopped = plain->generate(prompts, stopping);
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(stopped->sequences[0].finish, FinishReason::kStopToken);
+  EXPECT_EQ(stopped->sequences[2].finish, FinishReason::kStopToken);
+  EXPECT_EQ(stopped->sequences[3].finish, FinishReason::kContext);
+  EXPECT_NE(stopped->sequences[0].tokens.size(), stopped->sequences[2].tokens.size());
 }
 
 TEST(RuntimeGenerate, DummyWeightsRunAnyConfigDeterministically) {
