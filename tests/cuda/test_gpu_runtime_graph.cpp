@@ -27,6 +27,11 @@
 //     top-p 0.9: the uniforms are uploaded before each launch) generation of 16 tokens per
 //     sequence, graph vs eager: equal tokens on the prefix where two eager runs agree (all of it
 //     when the kernels are deterministic; at least 8 tokens per sequence asserted).
+//   GpuRuntimeGraph.PipelinedGenerationEqualsStepByStep/{dense,kascade}: pipelined decode (step t + 1
+//     launched before step t's tokens are read, its tokens copied on the device) vs the step-by-step
+//     loop, both with graphs: equal tokens where two step-by-step runs agree; with deterministic
+//     kernels also equal finish reasons and step / token counts; greedy, a stop token that ends a
+//     sequence mid-way, sampled.
 //   GpuRuntimeGraph.BaselinesAndSwitchRunEagerlyWithAReason: streaming (not graph-safe) and
 //     --no-cuda-graph decode eagerly, and say why.
 // Run all of them: kascade_cuda_tests --gtest_filter='*GraphPass*:*GpuRuntimeGraph*'
@@ -387,6 +392,63 @@ TEST_P(GpuRuntimeGraph, GenerationEqualsEager) {
       EXPECT_GE(agree, 8u) << "too few tokens to compare: eager runs diverge early";
       ASSERT_GE(graph->tokens[s].size(), agree);
       for (size_t i = 0; i < agree; ++i) EXPECT_EQ(graph->tokens[s][i], a[i]) << "sequence " << s << " token " << i;
+    }
+  }
+}
+
+// Pipelined decode (submit_decode / collect_decode: step t + 1 launched, its tokens copied on the
+// device from step t's samples, before step t's tokens are read) against the step-by-step loop, both
+// through CUDA graphs: the same tokens and finish reasons where two step-by-step runs agree, with a
+// stop token that ends one sequence mid-way (its row in the step already launched is dropped).
+TEST_P(GpuRuntimeGraph, PipelinedGenerationEqualsStepByStep) {
+  KC_SKIP_WITHOUT_GPU();
+  auto prompts = tiny::prompts();
+  ASSERT_TRUE(prompts.ok()) << prompts.status().to_string();
+  RuntimeOptions piped_options = tiny_options(GetParam(), true);
+  piped_options.pipelined_decode = true;
+  auto plain_rt = Runtime::create(tiny_options(GetParam(), true));
+  auto piped_rt = Runtime::create(piped_options);
+  ASSERT_TRUE(plain_rt.ok()) << plain_rt.status().to_string();
+  ASSERT_TRUE(piped_rt.ok()) << piped_rt.status().to_string();
+  GenerateOptions g;
+  g.max_new_tokens = 16;
+  g.stop_at_eos = false;
+  auto free_run = (*plain_rt)->generate(*prompts, g);
+  ASSERT_TRUE(free_run.ok()) << free_run.status().to_string();
+  GenerateOptions stopping = g;
+  stopping.stop_tokens = {free_run->sequences[1].tokens[5]};
+  GenerateOptions sampled = g;
+  sampled.sampler.temperature = 0.8f;
+  sampled.sampler.top_p = 0.9f;
+  sampled.sampler.seed = 5;
+  for (const GenerateOptions& options : {g, stopping, sampled}) {
+    SCOPED_TRACE(std::to_string(options.stop_tokens.size()) + " stop tokens, temperature " +
+                 std::to_string(options.sampler.temperature));
+    auto a = (*plain_rt)->generate(*prompts, options);
+    auto a_again = (*plain_rt)->generate(*prompts, options);
+    auto b = (*piped_rt)->generate(*prompts, options);
+    ASSERT_TRUE(a.ok() && a_again.ok()) << a.status().to_string() << a_again.status().to_string();
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    EXPECT_TRUE(b->stats.cuda_graph.enabled) << b->stats.cuda_graph.eager_reason;
+    EXPECT_EQ(b->stats.cuda_graph.trace_mismatches, 0);
+    bool all_agree = true;
+    for (size_t s = 0; s < prompts->size(); ++s) {
+      const auto& want = a->sequences[s].tokens;
+      const auto& again = a_again->sequences[s].tokens;
+      size_t agree = 0;
+      while (agree < want.size() && agree < again.size() && want[agree] == again[agree]) ++agree;
+      all_agree = all_agree && agree == want.size() && want.size() == again.size();
+      EXPECT_GE(agree, 5u) << "too few tokens to compare: step-by-step runs diverge early";
+      ASSERT_GE(b->sequences[s].tokens.size(), std::min(agree, want.size()));
+      for (size_t i = 0; i < agree; ++i) EXPECT_EQ(b->sequences[s].tokens[i], want[i]) << "sequence " << s << " token " << i;
+    }
+    if (all_agree) {  // deterministic kernels: everything the caller sees must be equal
+      for (size_t s = 0; s < prompts->size(); ++s) {
+        EXPECT_EQ(b->sequences[s].tokens, a->sequences[s].tokens) << "sequence " << s;
+        EXPECT_EQ(b->sequences[s].finish, a->sequences[s].finish) << "sequence " << s;
+      }
+      EXPECT_EQ(b->stats.decode_steps, a->stats.decode_steps);
+      EXPECT_EQ(b->stats.decode_tokens, a->stats.decode_tokens);
     }
   }
 }

@@ -42,9 +42,13 @@ struct CudaBackend::State {
   PrefillPlanCache prefill_plans;
   BackendBuffer k_device;               // [max_batch] int32: the selection sizes of the current op
   BackendBuffer error_word;             // uint32: DeviceError bits of the baseline kernels
-  std::vector<uint32_t*> error_words;   // device: every error word of the last enqueue_error_check
-  BackendBuffer host_errors;            // pinned host uint32[>= error_words.size()]: their copies
-  bool error_check_pending = false;     // enqueue_error_check ran, finish_error_check not yet
+  // Error checks in two halves (enqueue_error_check / finish_error_check), per slot: the words
+  // copied (device addresses), whether the finish is pending, and the pinned host copies
+  // ([kErrorCheckSlots][kMaxErrorWords] uint32, allocated with the backend).
+  static constexpr size_t kMaxErrorWords = 256;
+  std::vector<uint32_t*> error_words[kErrorCheckSlots];
+  bool error_check_pending[kErrorCheckSlots] = {};
+  BackendBuffer host_errors;
   cuda::GrowingDeviceBuffer scratch_o;  // [max_batch, H, d]: dense output of a selection-only anchor
   cuda::QuestSelector quest;
   cuda::LessIsMoreSelector lessismore;
@@ -156,6 +160,9 @@ Result<std::shared_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   KC_ASSIGN_OR_RETURN(state->k_device,
                       cuda::device_allocate(static_cast<size_t>(options.max_batch) * sizeof(int32_t), "k_per_seq"));
   KC_ASSIGN_OR_RETURN(state->error_word, cuda::device_allocate(sizeof(uint32_t), "the baseline error word"));
+  KC_ASSIGN_OR_RETURN(state->host_errors,
+                      cuda::pinned_host_allocate(kErrorCheckSlots * State::kMaxErrorWords * sizeof(uint32_t),
+                                                 "the error words' host copies"));
   state->allocations = 2;
   KC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(state->error_word.data(), 0, sizeof(uint32_t), options.stream));
   KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(options.stream));
@@ -177,43 +184,48 @@ int64_t CudaBackend::internal_allocations() const {
 Status CudaBackend::supports(BackendOp op, const AttentionShape& shape) const { return cuda_backend_supports(op, shape); }
 
 Status CudaBackend::check_device_errors() {
-  KC_RETURN_IF_ERROR(enqueue_error_check());
+  constexpr int kOwnSlot = kErrorCheckSlots - 1;
+  KC_RETURN_IF_ERROR(enqueue_error_check(kOwnSlot));
   const Status synced = cuda::cuda_status(cudaStreamSynchronize(state_->stream()), "cudaStreamSynchronize");
-  const Status reported = finish_error_check();  // always: it ends the pending check
+  const Status reported = finish_error_check(kOwnSlot);  // always: it ends the pending check
   KC_RETURN_IF_ERROR(synced);
   return reported;
 }
 
-Status CudaBackend::enqueue_error_check() {
+Status CudaBackend::enqueue_error_check(int slot) {
   KC_RETURN_IF_ERROR(state_->eager_only("enqueue_error_check"));
-  KC_CHECK_ARG(!state_->error_check_pending, "cuda backend: enqueue_error_check twice without finish_error_check");
+  KC_CHECK_ARG(slot >= 0 && slot < kErrorCheckSlots, "cuda backend: error check slot ", slot, " outside [0, ",
+               kErrorCheckSlots, ")");
+  KC_CHECK_ARG(!state_->error_check_pending[slot], "cuda backend: enqueue_error_check(", slot,
+               ") twice without finish_error_check");
   KC_RETURN_IF_ERROR(state_->activate());
-  std::vector<uint32_t*>& words = state_->error_words;
+  std::vector<uint32_t*>& words = state_->error_words[slot];
   words.clear();
   state_->plans.error_words(&words);
   if (uint32_t* prefill = state_->prefill_plans.error_word(); prefill != nullptr) words.push_back(prefill);
   words.push_back(state_->error_word.as<uint32_t>());
-  const size_t bytes = words.size() * sizeof(uint32_t);
-  if (state_->host_errors.bytes() < bytes) {
-    state_->host_errors.reset();  // the copies into it have finished: every finish synchronised after them
-    KC_ASSIGN_OR_RETURN(state_->host_errors, cuda::pinned_host_allocate(2 * bytes, "the error words' host copies"));
-  }
-  uint32_t* host = state_->host_errors.as<uint32_t>();
+  if (words.size() > State::kMaxErrorWords)
+    return internal_error("cuda backend: ", words.size(), " error words (workspaces); the host copies hold ",
+                          State::kMaxErrorWords);
+  uint32_t* host = state_->host_errors.as<uint32_t>() + static_cast<size_t>(slot) * State::kMaxErrorWords;
   for (size_t i = 0; i < words.size(); ++i) {
     KC_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(host + i, words[i], sizeof(uint32_t), cudaMemcpyDeviceToHost, state_->stream()));
     KC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(words[i], 0, sizeof(uint32_t), state_->stream()));
   }
-  state_->error_check_pending = true;
+  state_->error_check_pending[slot] = true;
   return ok_status();
 }
 
-Status CudaBackend::finish_error_check() {
-  KC_CHECK_ARG(state_->error_check_pending, "cuda backend: finish_error_check without enqueue_error_check");
-  state_->error_check_pending = false;
+Status CudaBackend::finish_error_check(int slot) {
+  KC_CHECK_ARG(slot >= 0 && slot < kErrorCheckSlots, "cuda backend: error check slot ", slot, " outside [0, ",
+               kErrorCheckSlots, ")");
+  KC_CHECK_ARG(state_->error_check_pending[slot], "cuda backend: finish_error_check(", slot,
+               ") without enqueue_error_check");
+  state_->error_check_pending[slot] = false;
   uint32_t bits = state_->prefill_plans.take_carried_errors();
-  const uint32_t* host = state_->host_errors.as<uint32_t>();
-  for (size_t i = 0; i < state_->error_words.size(); ++i) bits |= host[i];
+  const uint32_t* host = state_->host_errors.as<uint32_t>() + static_cast<size_t>(slot) * State::kMaxErrorWords;
+  for (size_t i = 0; i < state_->error_words[slot].size(); ++i) bits |= host[i];
   if (bits == 0) return ok_status();
   // describe_prefill_errors names the shared decode bits too.
   return out_of_range("cuda backend: the kernels met bad device data since the last check (",

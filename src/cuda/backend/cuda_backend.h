@@ -135,12 +135,15 @@ class CudaBackend final : public AttentionBackend {
   // naming the bits (kv_len out of range, index entry out of range, ...) when any was set. One
   // synchronisation: enqueue_error_check(), cudaStreamSynchronize, finish_error_check().
   Status check_device_errors();
-  // The same in two halves, for a caller that synchronises the stream anyway (the CUDA session
-  // after a forward call): enqueue_error_check() queues the copies of every error word into pinned
-  // host memory and their clearing, without waiting; finish_error_check(), after the caller has
-  // synchronised the stream, reports the bits. Every enqueue must be followed by its finish.
-  Status enqueue_error_check();
-  Status finish_error_check();
+  // The same in two halves, for a caller that waits for the stream anyway (the CUDA session after
+  // a forward call): enqueue_error_check(slot) queues the copies of every error word into the
+  // slot's pinned host memory and their clearing, without waiting; finish_error_check(slot), once
+  // the caller has waited for the stream past that point, reports the bits. Slots 0 and 1 are the
+  // callers' (a pipelined caller has two calls' checks pending); check_device_errors uses the last,
+  // so it may run while they are pending. Each enqueue is followed by its finish.
+  static constexpr int kErrorCheckSlots = 3;
+  Status enqueue_error_check(int slot = 0);
+  Status finish_error_check(int slot = 0);
   // Device allocations the backend made for its own plans, workspaces and scratch (not those of
   // allocate()). Constant once every op variant in use has run once.
   int64_t internal_allocations() const;

@@ -81,11 +81,17 @@ Result<std::unique_ptr<CudaSession>> CudaSession::create(CudaModel& model, Atten
   KC_ASSIGN_OR_RETURN(s->kv_, device_alloc(s->plan_.kv_cache, "the KV cache"));
   KC_ASSIGN_OR_RETURN(s->workspace_, device_alloc(s->layout_.total, "the activation workspace"));
   KC_ASSIGN_OR_RETURN(s->sampler_, DeviceSampler::create(s->limits_.num_sequences, c.vocab_size, model.stream()));
-  void* host_error = nullptr;
-  KC_CUDA_RETURN_IF_ERROR(cudaMallocHost(&host_error, sizeof(uint32_t)));
-  s->host_error_ = static_cast<uint32_t*>(host_error);
-  KC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s->call_begin_));
-  KC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s->call_end_));
+  for (CallSlot& slot : s->slots_) {
+    KC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&slot.begin));
+    KC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&slot.end));
+    void* tokens = nullptr;
+    void* error = nullptr;
+    KC_CUDA_RETURN_IF_ERROR(
+        cudaMallocHost(&tokens, static_cast<size_t>(std::max<int64_t>(s->limits_.max_logit_rows, 1)) * sizeof(int32_t)));
+    slot.tokens = static_cast<int32_t*>(tokens);
+    KC_CUDA_RETURN_IF_ERROR(cudaMallocHost(&error, sizeof(uint32_t)));
+    slot.error = static_cast<uint32_t*>(error);
+  }
   if (const char* step = std::getenv("KASCADE_PROFILE_DECODE_STEP"); step != nullptr && *step != '\0') {
     char* end = nullptr;
     const long long n = std::strtoll(step, &end, 10);
@@ -114,9 +120,12 @@ CudaSession::~CudaSession() {
   graph_.reset();
   if (kv_ != nullptr) (void)cudaFree(kv_);
   if (workspace_ != nullptr) (void)cudaFree(workspace_);
-  if (host_error_ != nullptr) (void)cudaFreeHost(host_error_);
-  if (call_begin_ != nullptr) (void)cudaEventDestroy(call_begin_);
-  if (call_end_ != nullptr) (void)cudaEventDestroy(call_end_);
+  for (CallSlot& slot : slots_) {
+    if (slot.begin != nullptr) (void)cudaEventDestroy(slot.begin);
+    if (slot.end != nullptr) (void)cudaEventDestroy(slot.end);
+    if (slot.tokens != nullptr) (void)cudaFreeHost(slot.tokens);
+    if (slot.error != nullptr) (void)cudaFreeHost(slot.error);
+  }
 }
 
 void* CudaSession::k_cache(int32_t layer) const {
@@ -208,8 +217,8 @@ Status CudaSession::prepare(ForwardMode mode, const std::vector<runtime::CallIte
 
 Status CudaSession::upload_inputs(const Call& call, const SampleStep* sample) {
   const cudaStream_t stream = model_->stream();
-  KC_CUDA_RETURN_IF_ERROR(cudaEventRecord(call_begin_, stream));
-  call_timed_ = true;
+  KC_CUDA_RETURN_IF_ERROR(cudaEventRecord(slots_[slot_].begin, stream));
+  slots_[slot_].timed = true;
   // Pageable sources: the copies are staged before cudaMemcpyAsync returns, so the host arrays may
   // change after.
   KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(at(layout_.ints), host_ints_.data(), host_ints_.size() * sizeof(int32_t),
@@ -217,6 +226,14 @@ Status CudaSession::upload_inputs(const Call& call, const SampleStep* sample) {
   if (sample != nullptr && call.rows > 0 && sample->params.temperature > 0.0f)
     KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(at(layout_.uniforms), sample->uniforms.data(),
                                             sample->uniforms.size() * sizeof(double), cudaMemcpyHostToDevice, stream));
+  // Fed tokens (pipelined decode): the previous call's samples, still in tokens_out (its sampler
+  // ran before this point of the stream, this call's has not).
+  int32_t* d_tokens = static_cast<int32_t*>(at(layout_.ints)) + off_tokens_;
+  const int32_t* d_sampled = static_cast<const int32_t*>(at(layout_.tokens_out));
+  for (const FeedRun& run : feed_runs_)
+    KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_tokens + run.dst, d_sampled + run.src,
+                                            static_cast<size_t>(run.count) * sizeof(int32_t), cudaMemcpyDeviceToDevice,
+                                            stream));
   return ok_status();
 }
 
@@ -441,41 +458,52 @@ Status CudaSession::host_attention(int32_t layer, const QueryBatch& q, const Pag
   return ok_status();
 }
 
-Status CudaSession::mark_call_end() {
-  if (call_timed_) KC_CUDA_RETURN_IF_ERROR(cudaEventRecord(call_end_, model_->stream()));
+Status CudaSession::enqueue_call_end(int slot, int64_t token_rows) {
+  const cudaStream_t stream = model_->stream();
+  CallSlot& s = slots_[slot];
+  if (token_rows > 0)
+    KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.tokens, at(layout_.tokens_out),
+                                            static_cast<size_t>(token_rows) * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                            stream));
+  KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.error, at(layout_.error), sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
+  KC_RETURN_IF_ERROR(model_->backend()->enqueue_error_check(slot));
+  KC_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.end, stream));
   return ok_status();
 }
 
-Status CudaSession::commit(const std::vector<runtime::CallItem>& items) {
-  // The embedding's error word and every error word of the attention backend are copied into pinned
-  // memory behind the call and read after one synchronisation (each read used to wait on its own).
-  KC_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(host_error_, at(layout_.error), sizeof(uint32_t), cudaMemcpyDeviceToHost, model_->stream()));
-  CudaBackend& backend = *model_->backend();
-  KC_RETURN_IF_ERROR(backend.enqueue_error_check());
-  const Status synced = cuda_status(cudaStreamSynchronize(model_->stream()), "cudaStreamSynchronize");
-  const Status backend_errors = backend.finish_error_check();  // always: it ends the pending check
+Status CudaSession::finish_call(int slot) {
+  // The embedding's error word and every error word of the attention backend were copied into
+  // pinned memory behind the call: one wait for its end event reads them all.
+  CallSlot& s = slots_[slot];
+  const Status synced = cuda_status(cudaEventSynchronize(s.end), "cudaEventSynchronize");
+  const Status backend_errors = model_->backend()->finish_error_check(slot);  // always: it ends the pending check
   KC_RETURN_IF_ERROR(synced);
   if (profiling_) {
     profiling_ = false;
     KC_CUDA_RETURN_IF_ERROR(cudaProfilerStop());
   }
-  if (call_timed_) {
+  if (s.timed) {
     float ms = 0.0f;
-    KC_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, call_begin_, call_end_));
+    KC_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, s.begin, s.end));
     timings_.device_s += 1e-3 * static_cast<double>(ms);
-    call_timed_ = false;
+    s.timed = false;
   }
-  if (*host_error_ != 0) return out_of_range("cuda session: the embedding met a token id outside the vocabulary");
-  KC_RETURN_IF_ERROR(backend_errors);
+  if (*s.error != 0) return out_of_range("cuda session: the embedding met a token id outside the vocabulary");
+  return backend_errors;
+}
+
+void CudaSession::commit_lengths(const std::vector<runtime::CallItem>& items) {
   for (const runtime::CallItem& item : items) lengths_[item.sequence] += static_cast<int64_t>(item.tokens.size());
-  return ok_status();
 }
 
 Status CudaSession::step(ForwardMode mode, const std::vector<runtime::CallItem>& items, std::vector<float>* logits) {
   KC_CHECK_ARG(logits != nullptr, "cuda session: logits is null");
+  KC_CHECK_ARG(in_flight_.empty(), "cuda session: step while ", in_flight_.size(),
+               " pipelined decode call(s) are in flight; collect them first");
   const auto start = Clock::now();
   Call call;
+  slot_ = 0;
+  last_sequences_.clear();  // tokens_out is overwritten: nothing can be fed from the last submitted call
   KC_RETURN_IF_ERROR(prepare(mode, items, nullptr, &call));
   KC_RETURN_IF_ERROR(forward(call, nullptr));
   const size_t count = static_cast<size_t>(call.rows) * static_cast<size_t>(model_->config().vocab_size);
@@ -483,8 +511,9 @@ Status CudaSession::step(ForwardMode mode, const std::vector<runtime::CallItem>&
   if (count > 0)
     KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits->data(), at(layout_.logits), count * sizeof(float),
                                             cudaMemcpyDeviceToHost, model_->stream()));
-  KC_RETURN_IF_ERROR(mark_call_end());
-  KC_RETURN_IF_ERROR(commit(items));
+  KC_RETURN_IF_ERROR(enqueue_call_end(0, 0));
+  KC_RETURN_IF_ERROR(finish_call(0));
+  commit_lengths(items);
   timings_.other_s += std::chrono::duration<double>(Clock::now() - start).count();
   return ok_status();
 }
@@ -493,20 +522,83 @@ Status CudaSession::step_sample(ForwardMode mode, const std::vector<runtime::Cal
                                 const SamplerConfig& sampler, std::span<const double> uniforms,
                                 std::vector<int32_t>* tokens) {
   KC_CHECK_ARG(tokens != nullptr, "cuda session: tokens is null");
+  KC_CHECK_ARG(in_flight_.empty(), "cuda session: step_sample while ", in_flight_.size(),
+               " pipelined decode call(s) are in flight; collect them first");
   KC_ASSIGN_OR_RETURN(const int64_t expected, runtime::count_sampled_rows(items, uniforms.size()));
   const auto start = Clock::now();
   const SampleStep sample{SamplingParams{sampler.temperature, sampler.top_k, sampler.top_p}, uniforms};
   Call call;
+  slot_ = 0;
+  last_sequences_.clear();  // tokens_out is overwritten: nothing can be fed from the last submitted call
   KC_RETURN_IF_ERROR(prepare(mode, items, &sample, &call));
   if (call.rows != expected) return internal_error("cuda session: ", call.rows, " logit rows, expected ", expected);
   KC_RETURN_IF_ERROR(forward(call, call.rows > 0 ? &sample : nullptr));
-  tokens->resize(static_cast<size_t>(call.rows));
-  if (call.rows > 0)
-    KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tokens->data(), at(layout_.tokens_out),
-                                            static_cast<size_t>(call.rows) * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                                            model_->stream()));
-  KC_RETURN_IF_ERROR(mark_call_end());
-  KC_RETURN_IF_ERROR(commit(items));
+  KC_RETURN_IF_ERROR(enqueue_call_end(0, call.rows));
+  KC_RETURN_IF_ERROR(finish_call(0));
+  commit_lengths(items);
+  tokens->assign(slots_[0].tokens, slots_[0].tokens + call.rows);
+  for (size_t i = 0; i < tokens->size(); ++i)
+    if ((*tokens)[i] < 0) return out_of_range("cuda session: the logits of sampled row ", i, " hold a NaN");
+  timings_.other_s += std::chrono::duration<double>(Clock::now() - start).count();
+  return ok_status();
+}
+
+Status CudaSession::submit_decode(const std::vector<runtime::DecodeItem>& items, const SamplerConfig& sampler,
+                                  std::span<const double> uniforms) {
+  KC_CHECK_ARG(in_flight_.size() < static_cast<size_t>(kCallSlots), "cuda session: submit_decode with ",
+               in_flight_.size(), " decode calls in flight already; collect one first");
+  KC_CHECK_ARG(!host_policy_ && observer_ == nullptr,
+               "cuda session: pipelined decode needs a device policy and no layer observer (they synchronise per layer)");
+  const auto start = Clock::now();
+  const int slot = in_flight_.empty() ? 0 : 1 - in_flight_.back().slot;
+  // Host tokens, placeholders (0) for the fed ones, whose device copies come in runs of consecutive rows.
+  submit_tokens_.assign(items.size(), 0);
+  std::vector<FeedRun> runs;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!items[i].fed) {
+      submit_tokens_[i] = items[i].token;
+      continue;
+    }
+    const auto it = std::find(last_sequences_.begin(), last_sequences_.end(), items[i].sequence);
+    KC_CHECK_ARG(it != last_sequences_.end(), "cuda session: sequence ", items[i].sequence,
+                 " is fed but the previous decode call sampled no token for it");
+    const int64_t src = it - last_sequences_.begin(), dst = static_cast<int64_t>(i);
+    if (!runs.empty() && runs.back().dst + runs.back().count == dst && runs.back().src + runs.back().count == src) {
+      ++runs.back().count;
+    } else {
+      runs.push_back({dst, src, 1});
+    }
+  }
+  std::vector<runtime::CallItem> call_items(items.size());
+  for (size_t i = 0; i < items.size(); ++i)
+    call_items[i] = {items[i].sequence, std::span<const int32_t>(&submit_tokens_[i], 1), 0};
+  KC_ASSIGN_OR_RETURN(const int64_t expected, runtime::count_sampled_rows(call_items, uniforms.size()));
+  const SampleStep sample{SamplingParams{sampler.temperature, sampler.top_k, sampler.top_p}, uniforms};
+  Call call;
+  slot_ = slot;
+  KC_RETURN_IF_ERROR(prepare(ForwardMode::kDecode, call_items, &sample, &call));
+  if (call.rows != expected) return internal_error("cuda session: ", call.rows, " logit rows, expected ", expected);
+  feed_runs_ = std::move(runs);
+  const Status launched = forward(call, &sample);
+  feed_runs_.clear();
+  KC_RETURN_IF_ERROR(launched);
+  KC_RETURN_IF_ERROR(enqueue_call_end(slot, call.rows));
+  commit_lengths(call_items);  // the next call's positions follow this one's
+  last_sequences_.clear();
+  for (const runtime::DecodeItem& item : items) last_sequences_.push_back(item.sequence);
+  in_flight_.push_back({slot, call.rows});
+  timings_.other_s += std::chrono::duration<double>(Clock::now() - start).count();
+  return ok_status();
+}
+
+Status CudaSession::collect_decode(std::vector<int32_t>* tokens) {
+  KC_CHECK_ARG(tokens != nullptr, "cuda session: tokens is null");
+  KC_CHECK_ARG(!in_flight_.empty(), "cuda session: collect_decode with no decode call in flight");
+  const auto start = Clock::now();
+  const InFlight call = in_flight_.front();
+  in_flight_.erase(in_flight_.begin());
+  KC_RETURN_IF_ERROR(finish_call(call.slot));
+  tokens->assign(slots_[call.slot].tokens, slots_[call.slot].tokens + call.rows);
   for (size_t i = 0; i < tokens->size(); ++i)
     if ((*tokens)[i] < 0) return out_of_range("cuda session: the logits of sampled row ", i, " hold a NaN");
   timings_.other_s += std::chrono::duration<double>(Clock::now() - start).count();

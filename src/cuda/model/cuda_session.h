@@ -40,14 +40,26 @@
 // o_proj (the residual after o_proj minus the one before, fp32) are copied to the host and passed
 // to it. Both synchronise per layer and run eagerly (no CUDA graph): they are for calibration, not
 // for speed.
+// Pipelined decode (submit_decode / collect_decode, RuntimeOptions::pipelined_decode): a decode call
+// is prepared (the policy's check pass, the call description) and launched while the call before it
+// still runs; a fed item's token is copied on the device from the previous call's sampled row
+// (cudaMemcpyAsync device to device, after the description's upload, before the launch), so the
+// host never waits for it. Each call's sampled tokens, the embedding's error word and the
+// backend's error words are copied into pinned memory behind it (a call slot of two) and an event
+// is recorded; collect_decode waits for that event only. Host policies and the layer observer
+// synchronise per layer and are refused. A step or step_sample in between overwrites the sampled
+// rows, so the next submitted call may not feed (refused with a message) until one gives its tokens.
 // Profiling hook: with the environment variable KASCADE_PROFILE_DECODE_STEP=N (N >= 1) the N-th
 // decode call of every session runs between cudaProfilerStart() and cudaProfilerStop(), so
 // `ncu --profile-from-start off --graph-profiling node …` measures the kernels of one decode step
-// (graph replays included) without the prefill before it.
+// (graph replays included) without the prefill before it (with pipelined decode the range also
+// holds the launches of the call submitted before the profiled one is collected).
 // Tested by tests/cuda/test_gpu_runtime_parity.cpp (logits and greedy tokens vs the CPU runtime),
 // tests/cuda/test_gpu_runtime_memory.cpp (planning, refusals) and tests/cuda/test_gpu_runtime_graph.cpp
 // (graph decode vs eager decode: logits, greedy and sampled tokens, varlen batches, the eager reasons).
 #pragma once
+
+#include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <memory>
@@ -81,6 +93,11 @@ class CudaSession final : public runtime::ForwardSession {
   Status step(ForwardMode mode, const std::vector<runtime::CallItem>& items, std::vector<float>* logits) override;
   Status step_sample(ForwardMode mode, const std::vector<runtime::CallItem>& items, const SamplerConfig& sampler,
                      std::span<const double> uniforms, std::vector<int32_t>* tokens) override;
+  // Pipelined decode (see the header comment): the call is launched and its tokens, error words and
+  // end event queued into a call slot; collect_decode waits for the oldest slot's event only.
+  Status submit_decode(const std::vector<runtime::DecodeItem>& items, const SamplerConfig& sampler,
+                       std::span<const double> uniforms) override;
+  Status collect_decode(std::vector<int32_t>* tokens) override;
   ForwardTimings timings() const override { return timings_; }
   CudaGraphStats cuda_graph_stats() const override { return graph_stats_; }
 
@@ -129,9 +146,14 @@ class CudaSession final : public runtime::ForwardSession {
   void* at(size_t offset) const { return static_cast<uint8_t*>(workspace_) + offset; }
   void* k_cache(int32_t layer) const;
   void* v_cache(int32_t layer) const;
-  Status commit(const std::vector<runtime::CallItem>& items);
-  // Records call_end_ after the call's last download (the start is recorded by upload_inputs).
-  Status mark_call_end();
+  // Adds the items' tokens to their sequences' lengths.
+  void commit_lengths(const std::vector<runtime::CallItem>& items);
+  // Queues what ends a call in slot `slot` behind it: the copies of its first `token_rows` sampled
+  // tokens and of the embedding's error word into the slot's pinned memory, the backend's error
+  // check of that slot, and the slot's end event (its begin is recorded by upload_inputs).
+  Status enqueue_call_end(int slot, int64_t token_rows);
+  // Waits for the slot's end event, then reports the call's errors and adds its device time.
+  Status finish_call(int slot);
 
   CudaModel* model_;
   AttentionPolicy* policy_;
@@ -142,7 +164,31 @@ class CudaSession final : public runtime::ForwardSession {
   size_t kv_layer_bytes_ = 0;  // one of K or V of one layer
   int32_t num_pages_ = 0;
   void* workspace_ = nullptr;  // the activation layout
-  uint32_t* host_error_ = nullptr;  // pinned host copy of the embedding's error word (layout_.error)
+  // Call slots: slot 0 serves step / step_sample, slots 0 and 1 alternate in pipelined decode.
+  struct CallSlot {
+    cudaEvent_t begin = nullptr, end = nullptr;
+    bool timed = false;          // begin was recorded by upload_inputs for the slot's current call
+    int32_t* tokens = nullptr;   // pinned [max_logit_rows]: the call's sampled tokens
+    uint32_t* error = nullptr;   // pinned: the embedding's error word after the call
+  };
+  static constexpr int kCallSlots = 2;
+  CallSlot slots_[kCallSlots];
+  int slot_ = 0;  // the slot of the call being prepared (upload_inputs records its begin)
+  // Pipelined decode: the calls in flight (oldest first), the sequences of the last submitted call
+  // in row order (what a fed item reads), and the fed tokens of the call being prepared: runs of
+  // `count` tokens copied on the device from the previous call's sampled rows [src, src + count) to
+  // the call's token slots [dst, dst + count) after its description is uploaded.
+  struct InFlight {
+    int slot = 0;
+    int64_t rows = 0;
+  };
+  std::vector<InFlight> in_flight_;
+  std::vector<int32_t> last_sequences_;
+  struct FeedRun {
+    int64_t dst = 0, src = 0, count = 0;
+  };
+  std::vector<FeedRun> feed_runs_;
+  std::vector<int32_t> submit_tokens_;  // host tokens of a submitted call (placeholders where fed)
   std::unique_ptr<DeviceSampler> sampler_;
   std::vector<int32_t> page_base_;   // [sequences] first page of each sequence's run
   std::vector<int64_t> lengths_;     // [sequences] committed tokens
@@ -152,10 +198,6 @@ class CudaSession final : public runtime::ForwardSession {
   int64_t off_tokens_ = 0, off_positions_ = 0, off_slots_ = 0, off_cu_ = 0, off_kv_lens_ = 0, off_table_ = 0,
           off_rows_ = 0;
   ForwardTimings timings_;
-  // The device time of each call (timings_.device_s): recorded at its first upload and after its
-  // last download, read at commit (after the synchronisation).
-  cudaEvent_t call_begin_ = nullptr, call_end_ = nullptr;
-  bool call_timed_ = false;  // call_begin_ was recorded by the current call
   int64_t decode_calls_ = 0;       // decode calls so far (the profiling hook counts them)
   int64_t profile_decode_call_ = 0;  // KASCADE_PROFILE_DECODE_STEP, 0 = off
   bool profiling_ = false;           // cudaProfilerStart() was called for the current call
