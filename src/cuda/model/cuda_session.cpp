@@ -117,6 +117,10 @@ Result<std::unique_ptr<CudaSession>> CudaSession::create(CudaModel& model, Atten
 
 CudaSession::~CudaSession() {
   if (model_ != nullptr) (void)cudaStreamSynchronize(model_->stream());
+  // Pipelined calls never collected (a generate that stopped on an error): end their error checks,
+  // which the backend (it outlives the session) would otherwise keep pending.
+  if (model_ != nullptr)
+    for (const InFlight& call : in_flight_) (void)model_->backend()->finish_error_check(call.slot);
   graph_.reset();
   if (kv_ != nullptr) (void)cudaFree(kv_);
   if (workspace_ != nullptr) (void)cudaFree(workspace_);
