@@ -44,6 +44,16 @@ struct DecodeItem {
   bool fed = false;
 };
 
+// The row of `sequence` in the previous submitted decode call (last_sequences: its sequences in row
+// order), which a fed item reads; refused when that call did not sample the sequence. `who`
+// prefixes the message. Inline: the CUDA session uses it too.
+inline Result<int64_t> fed_row(const std::vector<int32_t>& last_sequences, int32_t sequence, const char* who) {
+  const auto it = std::find(last_sequences.begin(), last_sequences.end(), sequence);
+  KC_CHECK_ARG(it != last_sequences.end(), who, ": sequence ", sequence,
+               " is fed but the previous decode call sampled no token for it");
+  return static_cast<int64_t>(it - last_sequences.begin());
+}
+
 class ForwardSession {
  public:
   virtual ~ForwardSession() = default;
@@ -66,10 +76,8 @@ class ForwardSession {
     for (size_t i = 0; i < items.size(); ++i) {
       tokens[i] = items[i].token;
       if (!items[i].fed) continue;
-      const auto it = std::find(last_sequences_.begin(), last_sequences_.end(), items[i].sequence);
-      KC_CHECK_ARG(it != last_sequences_.end(), "submit_decode: sequence ", items[i].sequence,
-                   " is fed but the previous decode call sampled no token for it");
-      tokens[i] = last_tokens_[static_cast<size_t>(it - last_sequences_.begin())];
+      KC_ASSIGN_OR_RETURN(const int64_t row, fed_row(last_sequences_, items[i].sequence, "submit_decode"));
+      tokens[i] = last_tokens_[static_cast<size_t>(row)];
     }
     std::vector<CallItem> call(items.size());
     for (size_t i = 0; i < items.size(); ++i) call[i] = {items[i].sequence, std::span<const int32_t>(&tokens[i], 1), 0};

@@ -183,6 +183,14 @@ int64_t CudaBackend::internal_allocations() const {
 
 Status CudaBackend::supports(BackendOp op, const AttentionShape& shape) const { return cuda_backend_supports(op, shape); }
 
+namespace {
+Status check_error_slot(int slot) {
+  KC_CHECK_ARG(slot >= 0 && slot < CudaBackend::kErrorCheckSlots, "cuda backend: error check slot ", slot,
+               " outside [0, ", CudaBackend::kErrorCheckSlots, ")");
+  return ok_status();
+}
+}  // namespace
+
 Status CudaBackend::check_device_errors() {
   constexpr int kOwnSlot = kErrorCheckSlots - 1;
   KC_RETURN_IF_ERROR(enqueue_error_check(kOwnSlot));
@@ -194,8 +202,7 @@ Status CudaBackend::check_device_errors() {
 
 Status CudaBackend::enqueue_error_check(int slot) {
   KC_RETURN_IF_ERROR(state_->eager_only("enqueue_error_check"));
-  KC_CHECK_ARG(slot >= 0 && slot < kErrorCheckSlots, "cuda backend: error check slot ", slot, " outside [0, ",
-               kErrorCheckSlots, ")");
+  KC_RETURN_IF_ERROR(check_error_slot(slot));
   KC_CHECK_ARG(!state_->error_check_pending[slot], "cuda backend: enqueue_error_check(", slot,
                ") twice without finish_error_check");
   KC_RETURN_IF_ERROR(state_->activate());
@@ -218,8 +225,7 @@ Status CudaBackend::enqueue_error_check(int slot) {
 }
 
 Status CudaBackend::finish_error_check(int slot) {
-  KC_CHECK_ARG(slot >= 0 && slot < kErrorCheckSlots, "cuda backend: error check slot ", slot, " outside [0, ",
-               kErrorCheckSlots, ")");
+  KC_RETURN_IF_ERROR(check_error_slot(slot));
   KC_CHECK_ARG(state_->error_check_pending[slot], "cuda backend: finish_error_check(", slot,
                ") without enqueue_error_check");
   state_->error_check_pending[slot] = false;

@@ -41,16 +41,9 @@ Result<AnchorDecodePlan> plan_anchor_decode(const DecodeShape& shape, const Anch
     KC_ASSIGN_OR_RETURN(plan.sparse, detail::plan_sparse_pass(shape, plan.granularity, plan.k_max));
     max_splits = std::max(max_splits, plan.sparse.num_splits);
   }
-  const int32_t cl = options.topk_row_cluster;
-  KC_CHECK_ARG(cl == 0 || cl == 1 || cl == 2 || cl == 4 || cl == 8, "topk_row_cluster is ", cl,
-               "; expected 0 (the plan's) or 1, 2, 4, 8");
-  if (cl > 1) {
-    KC_ASSIGN_OR_RETURN(const bool clusters, detail::current_device_has_clusters());
-    KC_CHECK_ARG(clusters, "topk_row_cluster is ", cl,
-                 "; thread-block clusters need a GPU of compute capability 9.0 or later");
-  }
   KC_ASSIGN_OR_RETURN(plan.topk, detail::plan_topk(static_cast<int64_t>(shape.batch) * options.pooling.num_rows,
-                                                   shape.max_seq_len, options.topk_algorithm));
+                                                   shape.max_seq_len, options.topk_algorithm,
+                                                   options.topk_row_cluster));
   plan.workspace = detail::layout_workspace(shape, max_splits, plan.logits_stride, options.pooling.num_rows,
                                             plan.topk.scratch_bytes);
   return plan;
@@ -130,7 +123,7 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
   topk.chunk = plan.topk.chunk;
   topk.max_chunks = plan.topk.max_chunks;
   topk.by_rows = plan.topk.by_rows ? 1 : 0;
-  topk.row_cluster = plan.options.topk_row_cluster != 0 ? plan.options.topk_row_cluster : plan.topk.row_cluster;
+  topk.row_cluster = plan.topk.row_cluster;
   topk.max_seq_len = plan.shape.max_seq_len;
   topk.num_rows = plan.options.pooling.num_rows;
   topk.k_max = rows.k_max;

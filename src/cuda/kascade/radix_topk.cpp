@@ -64,10 +64,16 @@ Result<TopkPlan> plan_topk_for(int64_t rows_total, int32_t max_seq_len, int32_t 
   return plan;
 }
 
-Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len, TopkAlgorithm algorithm) {
+Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len, TopkAlgorithm algorithm, int32_t row_cluster) {
+  KC_CHECK_ARG(row_cluster == 0 || row_cluster == 1 || row_cluster == 2 || row_cluster == 4 || row_cluster == 8,
+               "the Top-k's row_cluster is ", row_cluster, "; expected 0 (the plan's) or 1, 2, 4, 8");
   KC_ASSIGN_OR_RETURN(const int32_t sms, current_multiprocessor_count());
   KC_ASSIGN_OR_RETURN(const bool clusters, current_device_has_clusters());
-  return plan_topk_for(rows_total, max_seq_len, sms, algorithm, clusters);
+  KC_CHECK_ARG(row_cluster <= 1 || clusters, "the Top-k's row_cluster is ", row_cluster,
+               "; thread-block clusters need a GPU of compute capability 9.0 or later");
+  KC_ASSIGN_OR_RETURN(TopkPlan plan, plan_topk_for(rows_total, max_seq_len, sms, algorithm, clusters));
+  if (row_cluster != 0) plan.row_cluster = row_cluster;
+  return plan;
 }
 
 TopkScratch topk_scratch_at(const TopkPlan& plan, void* scratch) {
@@ -106,17 +112,10 @@ Status radix_topk_decode(const float* scores, int64_t scores_stride, const int32
   const int64_t k_needed = k_per_seq ? 1 : budget_k(max_seq_len, budget);
   KC_CHECK_ARG(out.k_max >= k_needed && out.k_max >= 1, "out.k_max is ", out.k_max, "; k(max_seq_len = ",
                max_seq_len, ") is ", k_needed);
-  KC_CHECK_ARG(row_cluster == 0 || row_cluster == 1 || row_cluster == 2 || row_cluster == 4 || row_cluster == 8,
-               "row_cluster is ", row_cluster, "; expected 0 (the plan's) or 1, 2, 4, 8");
-  KC_ASSIGN_OR_RETURN(const detail::TopkPlan plan,
-                      detail::plan_topk(static_cast<int64_t>(batch) * out.num_rows, max_seq_len, algorithm));
-  if (row_cluster > 1) {
-    KC_ASSIGN_OR_RETURN(const bool clusters, detail::current_device_has_clusters());
-    KC_CHECK_ARG(clusters, "row_cluster is ", row_cluster,
-                 "; thread-block clusters need a GPU of compute capability 9.0 or later");
-  }
+  KC_ASSIGN_OR_RETURN(const detail::TopkPlan plan, detail::plan_topk(static_cast<int64_t>(batch) * out.num_rows,
+                                                                     max_seq_len, algorithm, row_cluster));
   detail::TopkParams p;
-  p.row_cluster = row_cluster != 0 ? row_cluster : plan.row_cluster;
+  p.row_cluster = plan.row_cluster;
   p.scratch = detail::topk_scratch_at(plan, scratch);
   p.chunk = plan.chunk;
   p.max_chunks = plan.max_chunks;

@@ -44,8 +44,10 @@ struct TopkPlan {
 // capability 9.0: row_cluster stays 1). Host arithmetic only; tested without a GPU.
 Result<TopkPlan> plan_topk_for(int64_t rows_total, int32_t max_seq_len, int32_t multiprocessors,
                                TopkAlgorithm algorithm = TopkAlgorithm::kAuto, bool clusters = true);
-// For the current device.
-Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len, TopkAlgorithm algorithm = TopkAlgorithm::kAuto);
+// For the current device; row_cluster 1, 2, 4 or 8 forces the row kernel's cluster (0: the plan's;
+// more than 1 refused on a GPU without clusters).
+Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len, TopkAlgorithm algorithm = TopkAlgorithm::kAuto,
+                           int32_t row_cluster = 0);
 
 // The scratch views inside `scratch` (plan.scratch_bytes, 256-byte aligned).
 TopkScratch topk_scratch_at(const TopkPlan& plan, void* scratch);

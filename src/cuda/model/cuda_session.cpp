@@ -556,17 +556,15 @@ Status CudaSession::submit_decode(const std::vector<runtime::DecodeItem>& items,
   const auto start = Clock::now();
   const int slot = in_flight_.empty() ? 0 : 1 - in_flight_.back().slot;
   // Host tokens, placeholders (0) for the fed ones, whose device copies come in runs of consecutive rows.
-  submit_tokens_.assign(items.size(), 0);
+  std::vector<int32_t> tokens(items.size(), 0);  // prepare copies them into the call description
   std::vector<FeedRun> runs;
   for (size_t i = 0; i < items.size(); ++i) {
     if (!items[i].fed) {
-      submit_tokens_[i] = items[i].token;
+      tokens[i] = items[i].token;
       continue;
     }
-    const auto it = std::find(last_sequences_.begin(), last_sequences_.end(), items[i].sequence);
-    KC_CHECK_ARG(it != last_sequences_.end(), "cuda session: sequence ", items[i].sequence,
-                 " is fed but the previous decode call sampled no token for it");
-    const int64_t src = it - last_sequences_.begin(), dst = static_cast<int64_t>(i);
+    KC_ASSIGN_OR_RETURN(const int64_t src, runtime::fed_row(last_sequences_, items[i].sequence, "cuda session"));
+    const int64_t dst = static_cast<int64_t>(i);
     if (!runs.empty() && runs.back().dst + runs.back().count == dst && runs.back().src + runs.back().count == src) {
       ++runs.back().count;
     } else {
@@ -575,7 +573,7 @@ Status CudaSession::submit_decode(const std::vector<runtime::DecodeItem>& items,
   }
   std::vector<runtime::CallItem> call_items(items.size());
   for (size_t i = 0; i < items.size(); ++i)
-    call_items[i] = {items[i].sequence, std::span<const int32_t>(&submit_tokens_[i], 1), 0};
+    call_items[i] = {items[i].sequence, std::span<const int32_t>(&tokens[i], 1), 0};
   KC_ASSIGN_OR_RETURN(const int64_t expected, runtime::count_sampled_rows(call_items, uniforms.size()));
   const SampleStep sample{SamplingParams{sampler.temperature, sampler.top_k, sampler.top_p}, uniforms};
   Call call;

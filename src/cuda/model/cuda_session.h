@@ -188,7 +188,6 @@ class CudaSession final : public runtime::ForwardSession {
     int64_t dst = 0, src = 0, count = 0;
   };
   std::vector<FeedRun> feed_runs_;
-  std::vector<int32_t> submit_tokens_;  // host tokens of a submitted call (placeholders where fed)
   std::unique_ptr<DeviceSampler> sampler_;
   std::vector<int32_t> page_base_;   // [sequences] first page of each sequence's run
   std::vector<int64_t> lengths_;     // [sequences] committed tokens
