@@ -213,6 +213,21 @@ TEST(AnchorDecode, GroupSizeOneAndEight) {
   run_and_check_anchor(eight, options(2, ScoreReduce::kSum, false));
 }
 
+// The sparse output reads S from the key-major logits, whose blocks are the group size rounded up to
+// 1, 2, 4 or 8 floats: groups of 2 (exact), 3 and 6 (padded blocks), and per query head over padding.
+TEST(AnchorDecode, SparseOutputFromLogitsForEveryBlockWidth) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  DecodeProblem two(make_case(DType::kBF16, 8, 4, 128, 32, rng), rng);
+  run_and_check_anchor(two, options(4, ScoreReduce::kSum, false));
+  DecodeProblem three(make_case(DType::kF16, 12, 4, 64, 16, rng), rng);
+  run_and_check_anchor(three, options(4, ScoreReduce::kSum, false));
+  DecodeProblem six(make_case(DType::kBF16, 12, 2, 128, 64, rng), rng);
+  run_and_check_anchor(six, options(2, ScoreReduce::kSum, false));
+  DecodeProblem six_per_head(make_case(DType::kF16, 12, 2, 64, 16, rng), rng);
+  run_and_check_anchor(six_per_head, options(12, ScoreReduce::kSum, false));
+}
+
 TEST(AnchorDecode, DefaultBudgetAndExplicitKPerSequence) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = testing::rng_for_test();

@@ -12,32 +12,35 @@
 
 namespace kascade::cuda::detail {
 
-template <bool kPV, bool kLogits, bool kIndexed, typename Fn>
+template <bool kPV, bool kLogits, bool kIndexed, bool kStoredLogits, typename Fn>
 cudaError_t dispatch_decode_kernel(ElementType type, int head_dim, Fn&& fn) {
+  constexpr bool S = kStoredLogits;
   if (type == ElementType::kF16 && head_dim == 64)
-    return fn(decode_kernel<__half, 64, kPV, kLogits, kIndexed>, DecodeSmem<64, kPV>::kBytes);
+    return fn(decode_kernel<__half, 64, kPV, kLogits, kIndexed, S>, DecodeSmem<64, kPV, S>::kBytes);
   if (type == ElementType::kF16 && head_dim == 128)
-    return fn(decode_kernel<__half, 128, kPV, kLogits, kIndexed>, DecodeSmem<128, kPV>::kBytes);
+    return fn(decode_kernel<__half, 128, kPV, kLogits, kIndexed, S>, DecodeSmem<128, kPV, S>::kBytes);
   if (type == ElementType::kBF16 && head_dim == 64)
-    return fn(decode_kernel<__nv_bfloat16, 64, kPV, kLogits, kIndexed>, DecodeSmem<64, kPV>::kBytes);
+    return fn(decode_kernel<__nv_bfloat16, 64, kPV, kLogits, kIndexed, S>, DecodeSmem<64, kPV, S>::kBytes);
   if (type == ElementType::kBF16 && head_dim == 128)
-    return fn(decode_kernel<__nv_bfloat16, 128, kPV, kLogits, kIndexed>, DecodeSmem<128, kPV>::kBytes);
+    return fn(decode_kernel<__nv_bfloat16, 128, kPV, kLogits, kIndexed, S>, DecodeSmem<128, kPV, S>::kBytes);
   return cudaErrorInvalidValue;
 }
 
-template <bool kPV, bool kLogits, bool kIndexed>
+template <bool kPV, bool kLogits, bool kIndexed, bool kStoredLogits = false>
 cudaError_t launch_decode_instance(ElementType type, int head_dim, const DecodeKernelParams& params, int batch,
                                    cudaStream_t stream) {
-  return dispatch_decode_kernel<kPV, kLogits, kIndexed>(type, head_dim, [&](auto kernel, size_t smem_bytes) {
+  return dispatch_decode_kernel<kPV, kLogits, kIndexed, kStoredLogits>(type, head_dim, [&](auto kernel,
+                                                                                           size_t smem_bytes) {
     const dim3 grid(params.num_splits, params.num_slots, batch);
     kernel<<<grid, kDecodeThreads, smem_bytes, stream>>>(params);
     return cudaGetLastError();
   });
 }
 
-template <bool kPV, bool kLogits, bool kIndexed>
+template <bool kPV, bool kLogits, bool kIndexed, bool kStoredLogits = false>
 cudaError_t prepare_decode_instance(ElementType type, int head_dim, int* ctas_per_sm) {
-  return dispatch_decode_kernel<kPV, kLogits, kIndexed>(type, head_dim, [&](auto kernel, size_t smem_bytes) {
+  return dispatch_decode_kernel<kPV, kLogits, kIndexed, kStoredLogits>(type, head_dim, [&](auto kernel,
+                                                                                           size_t smem_bytes) {
     const cudaError_t error = allow_dynamic_smem(kernel, smem_bytes, /*require_sm90a=*/false);
     if (error != cudaSuccess) return error;
     return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, kDecodeThreads, smem_bytes);

@@ -19,7 +19,10 @@
 // them, so no second launch is needed. Modes (template flags):
 //   kPV      — compute the output (off: LSE only, the anchor scoring pass reads K alone);
 //   kLogits  — also write the scaled logits σ·q·k per head (anchor scoring, dense keys only);
-//   kIndexed — keys come from DecodeIndexRows instead of 0..n-1.
+//   kIndexed — keys come from DecodeIndexRows instead of 0..n-1;
+//   kStoredLogits — (with kIndexed and kPV) S is read from the logits the same layer's scoring pass
+//                   stored (key-major, one 4·logits_heads-byte block per key) instead of computed from
+//                   K: the anchor's own sparse output gathers V rows and those blocks only.
 // Tested by tests/cuda/test_dense_decode.cpp, test_sparse_decode.cpp, test_anchor_decode.cpp.
 #pragma once
 
@@ -35,12 +38,17 @@
 namespace kascade::cuda::detail {
 
 
-template <int D, bool kPV>
+// A warp's pipeline stage: [K tile][V tile] (kPV), [K tile] (LSE only) or, with stored logits,
+// [V tile][logits of the tile's keys: kTileKeys x logits_heads floats].
+template <int D, bool kPV, bool kStoredLogits = false>
 struct DecodeSmem {
-  static constexpr int kStages = kPV ? 3 : 4;
+  static constexpr int kStages = kPV && !kStoredLogits ? 3 : 4;
   static constexpr int kChunks = D / 8;  // 16-byte chunks per K/V row
   static constexpr int kTileElems = kTileKeys * D;
-  static constexpr int kWarpStageElems = kTileElems * (kPV ? 2 : 1);  // K tile, then V tile
+  static constexpr int kLogitTileElems = kTileKeys * kMaxHeadsPerSlot * 2;  // fp32 blocks, in 16-bit elements
+  static constexpr int kWarpStageElems = kStoredLogits ? kTileElems + kLogitTileElems : kTileElems * (kPV ? 2 : 1);
+  static constexpr int kVOffsetElems = kStoredLogits ? 0 : kTileElems;
+  static constexpr int kLogitOffsetElems = kTileElems;  // kStoredLogits only
   static constexpr size_t kPipelineBytes = size_t(kDecodeWarps) * kStages * kWarpStageElems * 2;
   static constexpr size_t kStateBytes =
       size_t(kDecodeWarps) * kMaxHeadsPerSlot * 2 * sizeof(float) +
@@ -68,11 +76,12 @@ __device__ __forceinline__ void write_final(const DecodeKernelParams& p, int b, 
   }
 }
 
-template <typename T, int D, bool kPV, bool kLogits, bool kIndexed>
+template <typename T, int D, bool kPV, bool kLogits, bool kIndexed, bool kStoredLogits = false>
 __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKernelParams p) {
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
   static_assert(!(kLogits && kIndexed), "logits are written for dense keys only");
-  using Smem = DecodeSmem<D, kPV>;
+  static_assert(!kStoredLogits || (kIndexed && kPV), "stored logits serve the indexed output pass");
+  using Smem = DecodeSmem<D, kPV, kStoredLogits>;
   using Mma = Mma16<T>;
   constexpr int kStages = Smem::kStages;
   constexpr int kChunks = Smem::kChunks;
@@ -136,7 +145,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
 
   // ---- Q as MMA A fragments: a0 = Q[gid][16ks + 2tig..], a2 = Q[gid][16ks + 8 + 2tig..]
   uint32_t qa[D / 16][2];
-  {
+  if constexpr (!kStoredLogits) {
     const T* q = static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.num_heads + head0 + gid) * D;
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
@@ -155,6 +164,12 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
   const T* v_base = static_cast<const T*>(p.v);
   const int page_mask = (1 << p.log2_page_size) - 1;
   const int64_t table_row = static_cast<int64_t>(b) * p.max_pages_per_seq;
+  // Stored logits: the (sequence, KV group) block of keys, and where the slot's first head sits in a key's block.
+  const int logits_heads = kStoredLogits ? p.logits_heads : 0;
+  const float* logits_block =
+      kStoredLogits ? p.logits + (static_cast<int64_t>(b) * p.num_kv_heads + kv_head) * p.logits_stride * logits_heads
+                    : nullptr;
+  const int logit_head0 = p.per_query_head ? slot % p.group_size : 0;
 
   // The row offset of a tile's key is found in three dependent steps — the key (index row), its page
   // (block table), the offset — each a load whose check must not stall the warp: a check right after
@@ -206,25 +221,43 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
     return ((static_cast<int64_t>(page) << p.log2_page_size) + (position & page_mask)) * p.num_kv_heads * D +
            static_cast<int64_t>(kv_head) * D;
   };
-  auto row_offset_now = [&](int it) -> int64_t {  // all three steps at once (the prologue)
-    const int position = check_key(it, load_key(it));
+  auto row_offset_now = [&](int it, int& position) -> int64_t {  // all three steps at once (the prologue)
+    position = check_key(it, load_key(it));
     return offset_of(position, load_page(position));
   };
-  auto issue = [&](int it, int64_t offset) {
+  // Copies the logits block of the lane's key (row lane & 15; lanes 16..31 the second half of an
+  // 8-float block) into the stage's logit tile; masked keys get zeros.
+  auto issue_logits = [&](T* stage_tiles, int position, int64_t offset) {
+    const int r = lane & 15, part = lane >> 4;
+    const bool valid = offset >= 0;
+    const float* src = valid ? logits_block + static_cast<int64_t>(position) * logits_heads : p.logits;
+    const uint32_t dst = smem_address(stage_tiles + Smem::kLogitOffsetElems) + r * logits_heads * 4;
+    if (logits_heads >= 4) {
+      if (part * 4 < logits_heads) cp_async_16(dst + part * 16, src + (valid ? part * 4 : 0), valid ? 16 : 0);
+    } else if (part == 0) {
+      if (logits_heads == 2) {
+        cp_async_ca<8>(dst, src, valid ? 8 : 0);
+      } else {
+        cp_async_ca<4>(dst, src, valid ? 4 : 0);
+      }
+    }
+  };
+  auto issue = [&](int it, int position, int64_t offset) {
     if (it < my_tiles) {
       const int stage = it % kStages;
       const uint32_t valid = __ballot_sync(0xffffffffu, offset >= 0) & 0xffffu;
       if (lane == 0) stage_mask[stage] = valid;
-      T* k_tile = warp_tiles + stage * Smem::kWarpStageElems;
+      T* stage_tiles = warp_tiles + stage * Smem::kWarpStageElems;
+      if constexpr (kStoredLogits) issue_logits(stage_tiles, position, offset);
 #pragma unroll
       for (int c = lane; c < kTileKeys * kChunks; c += 32) {
         const int r = c / kChunks, ch = c % kChunks;
         const int64_t row = __shfl_sync(0xffffffffu, offset, r);
         const int bytes = row >= 0 ? 16 : 0;
         const int64_t src = row >= 0 ? row + ch * 8 : 0;
-        const uint32_t dst = smem_address(k_tile + r * D + ((ch ^ (r & 7)) * 8));
-        cp_async_16(dst, k_base + src, bytes);
-        if constexpr (kPV) cp_async_16(dst + Smem::kTileElems * 2, v_base + src, bytes);
+        const uint32_t dst = smem_address(stage_tiles + r * D + ((ch ^ (r & 7)) * 8));
+        if constexpr (!kStoredLogits) cp_async_16(dst, k_base + src, bytes);
+        if constexpr (kPV) cp_async_16(dst + Smem::kVOffsetElems * 2, v_base + src, bytes);
       }
     }
     cp_async_commit();
@@ -236,14 +269,20 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
   for (int i = 0; i < (kPV ? D / 8 : 1); ++i) o_acc[i][0] = o_acc[i][1] = o_acc[i][2] = o_acc[i][3] = 0.0f;
 
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) issue(s, row_offset_now(s));
-  int64_t next_offset = row_offset_now(kStages - 1);  // tile it + kStages - 1, issued in iteration it
+  for (int s = 0; s < kStages - 1; ++s) {
+    int position;
+    const int64_t offset = row_offset_now(s, position);
+    issue(s, position, offset);
+  }
+  int next_position;                                   // tile it + kStages - 1, issued in iteration it
+  int64_t next_offset = row_offset_now(kStages - 1, next_position);
   int pending_position = check_key(kStages, load_key(kStages));  // tile it + kStages
   int pending_page = load_page(pending_position);
   int raw_key = load_key(kStages + 1);                 // tile it + kStages + 1
 
   for (int it = 0; it < my_tiles; ++it) {
-    issue(it + kStages - 1, next_offset);
+    issue(it + kStages - 1, next_position, next_offset);
+    next_position = pending_position;
     next_offset = offset_of(pending_position, pending_page);
     pending_position = check_key(it + kStages + 1, raw_key);
     pending_page = load_page(pending_position);
@@ -253,20 +292,33 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
 
     const int stage = it % kStages;
     const uint32_t valid_mask = stage_mask[stage];
-    const T* k_tile = warp_tiles + stage * Smem::kWarpStageElems;
-    const uint32_t k_smem = smem_address(k_tile);
+    const T* stage_tiles = warp_tiles + stage * Smem::kWarpStageElems;
+    const uint32_t stage_smem = smem_address(stage_tiles);
 
-    // S = Q Kᵀ for keys 0-7 (nt = 0) and 8-15 (nt = 1) of the tile.
+    // S = Q·Kᵀ for keys 0-7 (nt = 0) and 8-15 (nt = 1) of the tile, or σ·q·k from the stored logits
+    // (then x = logit·log2 e below instead of s·σ·log2 e: the same product up to rounding).
     float s_acc[2][4];
+    if constexpr (kStoredLogits) {
+      // [16 keys][logits_heads]
+      const float* logit_tile = reinterpret_cast<const float*>(stage_tiles + Smem::kLogitOffsetElems);
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = nt * 8 + tig * 2 + e;
+          s_acc[nt][e] = gid < num_heads_here ? logit_tile[col * logits_heads + logit_head0 + gid] : 0.0f;
+        }
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < (kStoredLogits ? 0 : 2); ++nt) {
       s_acc[nt][0] = s_acc[nt][1] = s_acc[nt][2] = s_acc[nt][3] = 0.0f;
       const int r = nt * 8 + (lane & 7);
 #pragma unroll
       for (int kk = 0; kk < D / 32; ++kk) {
         const int ch = kk * 4 + (lane >> 3);
         uint32_t frag[4];
-        ldmatrix_x4(k_smem + (r * D + ((ch ^ (r & 7)) * 8)) * 2, frag);
+        ldmatrix_x4(stage_smem + (r * D + ((ch ^ (r & 7)) * 8)) * 2, frag);
         Mma::mma(s_acc[nt], qa[2 * kk][0], 0u, qa[2 * kk][1], 0u, frag[0], frag[1]);
         Mma::mma(s_acc[nt], qa[2 * kk + 1][0], 0u, qa[2 * kk + 1][1], 0u, frag[2], frag[3]);
       }
@@ -281,21 +333,21 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
       for (int e = 0; e < 2; ++e) {
         const int col = nt * 8 + tig * 2 + e;
         const bool valid = (valid_mask >> col) & 1u;
-        x[nt * 2 + e] = valid ? s_acc[nt][e] * scale_log2 : kNegInf;
+        x[nt * 2 + e] = valid ? s_acc[nt][e] * (kStoredLogits ? kLog2e : scale_log2) : kNegInf;
       }
     }
-    if constexpr (kLogits) {
+    if constexpr (kLogits) {  // key-major: head gid of key j at logits[b, kv_head, j, gid]
       if (gid < num_heads_here) {
-        float* logit_row = p.logits + (static_cast<int64_t>(b) * p.num_heads + head0 + gid) * p.logits_stride;
+        float* logit_head = p.logits +
+                            (static_cast<int64_t>(b) * p.num_kv_heads + kv_head) * p.logits_stride * p.logits_heads +
+                            gid;
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
-          const int col = nt * 8 + tig * 2;
-          const uint32_t pair = (valid_mask >> col) & 3u;
-          if (pair == 3u) {
-            *reinterpret_cast<float2*>(logit_row + key0 + col) =
-                make_float2(s_acc[nt][0] * p.scale, s_acc[nt][1] * p.scale);
-          } else if (pair == 1u) {
-            logit_row[key0 + col] = s_acc[nt][0] * p.scale;
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int col = nt * 8 + tig * 2 + e;
+            if ((valid_mask >> col) & 1u)
+              logit_head[static_cast<int64_t>(key0 + col) * p.logits_heads] = s_acc[nt][e] * p.scale;
           }
         }
       }
@@ -319,7 +371,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
     if constexpr (kPV) {
       const uint32_t pa0 = Mma::pack(prob[0], prob[1]);
       const uint32_t pa2 = Mma::pack(prob[2], prob[3]);
-      const uint32_t v_smem = k_smem + Smem::kTileElems * 2;
+      const uint32_t v_smem = stage_smem + Smem::kVOffsetElems * 2;
       const int r = (lane & 7) + ((lane >> 3) & 1) * 8;
 #pragma unroll
       for (int nt = 0; nt < D / 8; nt += 2) {

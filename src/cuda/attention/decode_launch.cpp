@@ -37,7 +37,8 @@ Status launch_decode_kernel(DecodeMode mode, DType dtype, int32_t head_dim, cons
       error = launch_scoring_mode(false, type, head_dim, params, batch, stream);
       break;
     case DecodeMode::kSparse:
-      error = launch_sparse_mode(type, head_dim, params, batch, stream);
+    case DecodeMode::kSparseFromLogits:
+      error = launch_sparse_mode(mode == DecodeMode::kSparseFromLogits, type, head_dim, params, batch, stream);
       break;
   }
   return cuda_status(error, "launch of the decode kernel");
@@ -58,7 +59,8 @@ Result<int32_t> prepare_decode_kernel(DecodeMode mode, DType dtype, int32_t head
       error = prepare_scoring_mode(false, type, head_dim, &ctas);
       break;
     case DecodeMode::kSparse:
-      error = prepare_sparse_mode(type, head_dim, &ctas);
+    case DecodeMode::kSparseFromLogits:
+      error = prepare_sparse_mode(mode == DecodeMode::kSparseFromLogits, type, head_dim, &ctas);
       break;
   }
   KC_RETURN_IF_ERROR(cuda_status(error, "preparing the decode kernel"));

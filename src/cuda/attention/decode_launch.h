@@ -19,6 +19,7 @@ enum class DecodeMode {
   kDenseLogits,  // o + lse, and σ·q·k per head (layer-0 anchor)
   kScoring,      // lse and σ·q·k per head, no V (anchor scoring pass)
   kSparse,       // o + lse over index rows
+  kSparseFromLogits,  // o + lse over index rows, S from the stored logits, V rows only (anchor's own output)
 };
 
 // Launches the kernel for `batch` sequences (grid num_splits x num_slots x batch).

@@ -17,12 +17,12 @@ cudaError_t launch_dense_mode(ElementType type, int head_dim, const DecodeKernel
                               cudaStream_t stream);
 cudaError_t launch_scoring_mode(bool with_output, ElementType type, int head_dim, const DecodeKernelParams& params,
                                 int batch, cudaStream_t stream);
-cudaError_t launch_sparse_mode(ElementType type, int head_dim, const DecodeKernelParams& params, int batch,
-                               cudaStream_t stream);
+cudaError_t launch_sparse_mode(bool from_logits, ElementType type, int head_dim, const DecodeKernelParams& params,
+                               int batch, cudaStream_t stream);
 
 // Raises the kernel's dynamic shared-memory limit and reports how many CTAs fit per SM.
 cudaError_t prepare_dense_mode(ElementType type, int head_dim, int* ctas_per_sm);
 cudaError_t prepare_scoring_mode(bool with_output, ElementType type, int head_dim, int* ctas_per_sm);
-cudaError_t prepare_sparse_mode(ElementType type, int head_dim, int* ctas_per_sm);
+cudaError_t prepare_sparse_mode(bool from_logits, ElementType type, int head_dim, int* ctas_per_sm);
 
 }  // namespace kascade::cuda::detail

@@ -13,6 +13,12 @@ constexpr int kTileKeys = 16;
 constexpr int kMaxHeadsPerSlot = 8;  // GQA group sizes 1..8: MMA rows 0..7, rows 8..15 stay zero
 constexpr int kMaxSplits = 256;
 
+// Floats per key in the key-major logits [B, G, logits_stride, logits_heads]: the group size g rounded
+// up to a power of two (1, 2, 4, 8), so one key's heads are one 4-, 8-, 16- or 32-byte block.
+constexpr int logits_heads_for_group(int group_size) {
+  return group_size <= 1 ? 1 : group_size <= 2 ? 2 : group_size <= 4 ? 4 : 8;
+}
+
 struct DecodeKernelParams {
   // Inputs.
   const void* q = nullptr;            // [B, H, D] T (one decode query per sequence)
@@ -42,8 +48,11 @@ struct DecodeKernelParams {
   void* o = nullptr;                  // [B, H, D] T (kPV)
   float* lse = nullptr;               // [B, H] natural-log LSE, or null
   float* lse2 = nullptr;              // [B, H] second copy (the anchor's exact dense LSE), or null
-  float* logits = nullptr;            // [B, H, logits_stride] σ·q·k (kLogits)
-  int64_t logits_stride = 0;
+  float* logits = nullptr;            // [B, G, logits_stride, logits_heads] σ·q·k, key-major per KV group:
+                                      // head h at [b, h / g, key, h % g] (written by kLogits,
+                                      // read by kStoredLogits and the pooling)
+  int64_t logits_stride = 0;          // keys per (sequence, KV group) block, >= max_seq_len
+  int32_t logits_heads = 0;           // logits_heads_for_group(g)
   float* partial_o = nullptr;         // [B, S, H, D]
   float* partial_lse = nullptr;       // [B, S, H]
   int32_t* counters = nullptr;        // [B, num_slots], zero between launches

@@ -134,7 +134,9 @@ WorkspaceLayout layout_workspace(const DecodeShape& s, int32_t max_splits, int64
     w.exact_lse = at;
     at += align_workspace_bytes(static_cast<size_t>(s.batch) * s.num_heads * sizeof(float));
     w.logits = at;
-    at += align_workspace_bytes(static_cast<size_t>(s.batch) * s.num_heads * logits_stride * sizeof(float));
+    const size_t logits_heads = logits_heads_for_group(s.num_heads / s.num_kv_heads);
+    at += align_workspace_bytes(static_cast<size_t>(s.batch) * s.num_kv_heads * logits_heads * logits_stride *
+                                sizeof(float));
     w.pooled = at;
     at += align_workspace_bytes(static_cast<size_t>(s.batch) * pooled_rows * logits_stride * sizeof(float));
   }

@@ -38,6 +38,7 @@ struct PassPlan {
   int32_t num_slots = 0;   // G (per KV group) or H (per query head)
   int32_t num_splits = 1;  // S; each run cuts a list of length L into chunks of ceil(L/S) keys
   int32_t max_len = 0;     // longest key list (max_seq_len, or k_max for index rows)
+  bool from_logits = false;  // sparse pass: S from the stored logits, V rows only (kSparseFromLogits)
 };
 
 // Byte offsets into the caller's workspace (one device allocation of total_bytes, 256-aligned
@@ -51,7 +52,7 @@ struct WorkspaceLayout {
   size_t partial_lse = 0;  // f32 [B, S, H]
   size_t partial_o = 0;    // f32 [B, S, H, d]
   size_t exact_lse = 0;    // f32 [B, H] (anchor: LSE over all keys)
-  size_t logits = 0;       // f32 [B, H, logits_stride] (anchor: σ·q·k)
+  size_t logits = 0;       // f32 [B, G, logits_stride, logits_heads_for_group(g)] (anchor: σ·q·k, key-major)
   size_t pooled = 0;       // f32 [B, R, logits_stride] (anchor: pooled post-softmax scores)
   size_t total_bytes = 0;
 };

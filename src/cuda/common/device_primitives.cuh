@@ -1,5 +1,5 @@
 // src/cuda/common/device_primitives.cuh — the few PTX building blocks the decode kernels share:
-// 16-byte cp.async copies with zero fill (LDGSTS), ldmatrix (plain and transposed), the
+// cp.async copies with zero fill (LDGSTS; 16-byte .cg, 4/8/16-byte .ca), ldmatrix (plain and transposed), the
 // m16n8k16 tensor-core MMA for fp16 and bf16 with fp32 accumulation, packing of fp32 pairs,
 // the order-preserving map from float to uint32 used by the radix select, a register-cached
 // histogram update for skewed data, and a block-wide exclusive scan (the radix selects' compactions).
@@ -33,6 +33,14 @@ __device__ __forceinline__ void cp_async_16_or_zeros(uint32_t dst, const void* s
       "cp.async.cg.shared.global.L2::128B [%0], [%1], 16, ignore;\n}\n" ::"r"(dst),
       "l"(src), "r"(index)
       : "memory");
+}
+// Copies kBytes (4, 8 or 16) global → shared through L1; src_bytes = 0 writes zeros and reads nothing.
+// For rows narrower than the 16-byte .cg copy (the key-major logits of small GQA groups).
+template <int kBytes>
+__device__ __forceinline__ void cp_async_ca(uint32_t dst, const void* src, int src_bytes) {
+  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async.ca copies 4, 8 or 16 bytes");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(kBytes), "r"(src_bytes)
+               : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int kPending>

@@ -38,7 +38,8 @@ Result<AnchorDecodePlan> plan_anchor_decode(const DecodeShape& shape, const Anch
                       detail::choose_num_splits(static_cast<int64_t>(shape.batch) * g, ctas, shape.max_seq_len));
   int32_t max_splits = plan.scoring.num_splits;
   if (!options.dense_output) {
-    KC_ASSIGN_OR_RETURN(plan.sparse, detail::plan_sparse_pass(shape, plan.granularity, plan.k_max));
+    KC_ASSIGN_OR_RETURN(plan.sparse, detail::plan_sparse_pass(shape, plan.granularity, plan.k_max,
+                                                              /*from_logits=*/true));
     max_splits = std::max(max_splits, plan.sparse.num_splits);
   }
   KC_ASSIGN_OR_RETURN(plan.topk, detail::plan_topk(static_cast<int64_t>(shape.batch) * options.pooling.num_rows,
@@ -79,8 +80,10 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
   // 1. scoring pass: logits + exact LSE (+ dense output)
   detail::DecodeKernelParams p =
       detail::make_decode_params(plan.shape, q, kv, params, plan.scoring, plan.workspace, workspace);
+  const int32_t logits_heads = detail::logits_heads_for_group(plan.shape.num_heads / plan.shape.num_kv_heads);
   p.logits = logits;
   p.logits_stride = plan.logits_stride;
+  p.logits_heads = logits_heads;
   p.lse2 = ws_lse;
   if (plan.options.dense_output) {
     p.o = out.o;
@@ -100,6 +103,8 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
   pool.pooled = pooled;
   pool.first_histograms = topk_scratch.histograms;
   pool.stride = plan.logits_stride;
+  pool.num_kv_heads = plan.shape.num_kv_heads;
+  pool.logits_heads = logits_heads;
   pool.max_seq_len = plan.shape.max_seq_len;
   pool.num_heads = plan.shape.num_heads;
   pool.num_rows = plan.options.pooling.num_rows;
@@ -129,10 +134,11 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
   topk.k_max = rows.k_max;
   KC_RETURN_IF_ERROR(cuda_status(detail::launch_radix_topk(topk, q.batch, stream), "launch of the radix Top-k kernels"));
 
-  // 4. sparse output over the anchor's own rows
+  // 4. sparse output over the anchor's own rows: S from the stored logits, V rows only
   if (plan.options.dense_output) return ok_status();
+  const detail::StoredLogits stored{logits, plan.logits_stride, logits_heads};
   return detail::run_sparse_pass(plan.shape, plan.sparse, q, kv, params, rows, extras.head_map, out,
-                                 plan.workspace, workspace, stream);
+                                 plan.workspace, workspace, stream, &stored);
 }
 
 const float* anchor_pooled_scores(const AnchorDecodePlan& plan, const void* workspace) {

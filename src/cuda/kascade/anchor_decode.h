@@ -7,12 +7,13 @@
 //      the first radix digit of each score into a per-row histogram (workspace header);
 //   3. radix Top-k of each row (starting from that histogram) → −1-padded int32 rows
 //      [B, R, k_max] with row lengths;
-//   4. for a sparse output, the sparse decode pass over the anchor's own rows.
+//   4. for a sparse output, the sparse decode pass over the anchor's own rows, with S taken from the
+//      stored logits, so it gathers V rows only (plus one logits block of 4·g bytes per key).
 // Pooling rows R: G with a sum (kascade), 1 with a sum (kascade-pooled) or a max (omnikv), H with
 // either (per query head: oracle). Output: dense (layer 0, omnikv filter layers) or sparse over
 // the own rows (any other anchor; KV group g reads row g·R/G, or per query head when R = H > G).
-// Memory: the workspace holds the logits [B, H, max_seq_len] and pooled scores [B, R, max_seq_len]
-// in fp32 (O(n) per head, never O(n²)).
+// Memory: the workspace holds the logits [B, G, max_seq_len, g'] (key-major per KV group, g' = g
+// rounded up to a power of two) and pooled scores [B, R, max_seq_len] in fp32 (O(n) per head, never O(n²)).
 // Tested by tests/cuda/test_anchor_decode.cpp (against ref::pooled_scores_decode_ref,
 // ref::topk_select_ref, ref::dense_attention_ref and ref::sparse_decode_ref).
 #pragma once

@@ -15,9 +15,10 @@ constexpr int kTopkBins = 2048;        // bins of the first two digits (the thir
 constexpr int kTopkFirstShift = 21;
 
 // pooled[b][r][j] = reduce over heads h of row r (heads [r·H/R, (r+1)·H/R)) of
-//                   exp(logits[b][h][j] − lse[b][h]),  j < min(kv_len[b], max_seq_len).
+//                   exp(logit(b, h, j) − lse[b][h]),  j < min(kv_len[b], max_seq_len),
+// logit(b, h, j) = logits[b][h / g][j][h % g] (key-major per KV group, as the scoring pass writes them).
 struct PoolScoresParams {
-  const float* logits = nullptr;   // [B, H, stride]
+  const float* logits = nullptr;   // [B, G, stride, logits_heads]
   const float* lse = nullptr;      // [B, H] natural-log LSE over all keys
   const int32_t* kv_lens = nullptr;  // [B]
   float* pooled = nullptr;         // [B, R, stride]
@@ -27,6 +28,8 @@ struct PoolScoresParams {
   int64_t stride = 0;              // multiple of 4
   int32_t max_seq_len = 0;
   int32_t num_heads = 0;           // H
+  int32_t num_kv_heads = 0;        // G, divides H (g = H / G)
+  int32_t logits_heads = 0;        // floats per key of a group block: g rounded up to 1, 2, 4 or 8
   int32_t num_rows = 0;            // R, divides H
   int32_t reduce_max = 0;          // 0: sum, 1: max
 };

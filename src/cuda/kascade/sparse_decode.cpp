@@ -27,11 +27,14 @@ Status validate_index_rows(const DecodeShape& shape, const QueryBatch& q, const 
   return ok_status();
 }
 
-Result<PassPlan> plan_sparse_pass(const DecodeShape& shape, IndexGranularity granularity, int32_t k_max) {
+Result<PassPlan> plan_sparse_pass(const DecodeShape& shape, IndexGranularity granularity, int32_t k_max,
+                                  bool from_logits) {
   KC_CHECK_ARG(k_max >= 1, "k_max is ", k_max, "; expected >= 1");
   KC_ASSIGN_OR_RETURN(const int32_t ctas,
-                      prepare_decode_kernel(DecodeMode::kSparse, shape.dtype, shape.head_dim));
+                      prepare_decode_kernel(from_logits ? DecodeMode::kSparseFromLogits : DecodeMode::kSparse,
+                                            shape.dtype, shape.head_dim));
   PassPlan pass;
+  pass.from_logits = from_logits;
   pass.num_slots = granularity == IndexGranularity::kPerQueryHead ? shape.num_heads : shape.num_kv_heads;
   pass.max_len = k_max;
   KC_ASSIGN_OR_RETURN(pass.num_splits,
@@ -42,7 +45,10 @@ Result<PassPlan> plan_sparse_pass(const DecodeShape& shape, IndexGranularity gra
 Status run_sparse_pass(const DecodeShape& shape, const PassPlan& pass, const QueryBatch& q, const PagedKv& kv,
                        const AttentionParams& params, const DecodeIndexRows& rows, const int32_t* head_map,
                        const AttentionOutput& out, const WorkspaceLayout& layout, void* workspace,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, const StoredLogits* stored) {
+  if ((stored != nullptr) != pass.from_logits)
+    return internal_error("sparse pass: planned ", pass.from_logits ? "with" : "without", " stored logits but run ",
+                          stored != nullptr ? "with" : "without");
   DecodeKernelParams p = make_decode_params(shape, q, kv, params, pass, layout, workspace);
   p.indices = rows.indices;
   p.row_lens = rows.row_lens;
@@ -52,7 +58,17 @@ Status run_sparse_pass(const DecodeShape& shape, const PassPlan& pass, const Que
   p.per_query_head = rows.granularity == IndexGranularity::kPerQueryHead ? 1 : 0;
   p.o = out.o;
   p.lse = out.lse;
-  return launch_decode_kernel(DecodeMode::kSparse, shape.dtype, shape.head_dim, p, q.batch, stream);
+  if (stored != nullptr) {
+    if (stored->logits == nullptr || stored->stride < shape.max_seq_len ||
+        stored->heads != logits_heads_for_group(shape.num_heads / shape.num_kv_heads))
+      return internal_error("sparse pass: stored logits null, or stride ", stored->stride, " / heads ", stored->heads,
+                            " do not fit the shape");
+    p.logits = const_cast<float*>(stored->logits);  // read only in this mode
+    p.logits_stride = stored->stride;
+    p.logits_heads = stored->heads;
+  }
+  return launch_decode_kernel(stored != nullptr ? DecodeMode::kSparseFromLogits : DecodeMode::kSparse, shape.dtype,
+                              shape.head_dim, p, q.batch, stream);
 }
 
 }  // namespace detail

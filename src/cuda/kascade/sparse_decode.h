@@ -37,19 +37,30 @@ Status sparse_decode(const SparseDecodePlan& plan, const QueryBatch& q, const Pa
 
 namespace detail {
 
+// The logits a layer's scoring pass stored (key-major, DecodeKernelParams::logits): given to the sparse
+// pass, S is read from them and only V rows are gathered (the anchor's own sparse output).
+struct StoredLogits {
+  const float* logits = nullptr;  // device [B, G, stride, heads] fp32 σ·q·k
+  int64_t stride = 0;
+  int32_t heads = 0;              // logits_heads_for_group(g)
+};
+
 // The pass behind sparse_decode and the anchors' own sparse output. With head_map null and
 // per-KV-group rows, group g reads row g·num_rows/G (identity when num_rows = G, row 0 when 1).
+// `stored` non-null: S from those logits (the pass must be planned with from_logits).
 Status run_sparse_pass(const DecodeShape& shape, const PassPlan& pass, const QueryBatch& q, const PagedKv& kv,
                        const AttentionParams& params, const DecodeIndexRows& rows, const int32_t* head_map,
                        const AttentionOutput& out, const WorkspaceLayout& layout, void* workspace,
-                       cudaStream_t stream);
+                       cudaStream_t stream, const StoredLogits* stored = nullptr);
 
 // Validates the rows' host-side fields against the shape and granularity.
 Status validate_index_rows(const DecodeShape& shape, const QueryBatch& q, const DecodeIndexRows& rows,
                            IndexGranularity granularity);
 
-// Plans the split of a sparse pass over rows of up to k_max keys.
-Result<PassPlan> plan_sparse_pass(const DecodeShape& shape, IndexGranularity granularity, int32_t k_max);
+// Plans the split of a sparse pass over rows of up to k_max keys (from_logits: the V-only form,
+// whose CTAs take less shared memory, so more fit on a multiprocessor).
+Result<PassPlan> plan_sparse_pass(const DecodeShape& shape, IndexGranularity granularity, int32_t k_max,
+                                  bool from_logits = false);
 
 }  // namespace detail
 }  // namespace kascade::cuda
