@@ -75,7 +75,7 @@ struct E2eArgs {
   std::string dtype = "bf16";
   uint64_t seed = 0;
   bool no_cuda_graph = false;
-  bool pipelined_decode = false;
+  bool pipelined_decode = true;
   bool no_warmup = false;
   std::string json;
 };
@@ -340,7 +340,9 @@ int run_bench(int argc, char** argv) {
   e2e->add_option("--dtype", a.dtype, "weights, activations and KV cache: bf16 | f16");
   e2e->add_option("--seed", a.seed, "seed of the dummy weights and the random prompts");
   e2e->add_flag("--no-cuda-graph", a.no_cuda_graph, "decode op by op instead of replaying CUDA graphs");
-  e2e->add_flag("--pipelined-decode", a.pipelined_decode, "launch decode step t + 1 before reading step t's tokens");
+  e2e->add_flag("--pipelined-decode,!--no-pipelined-decode", a.pipelined_decode,
+                "launch decode step t + 1 before reading step t's tokens (the default); --no-pipelined-decode: "
+                "step by step");
   e2e->add_flag("--no-warmup", a.no_warmup, "skip the short warm-up run before each cell");
   e2e->add_option("--json", a.json, "also write the results as JSON to this file");
   KernelBench prefill, decode;

@@ -21,8 +21,9 @@ void add_runtime_flags(CLI::App& app, RuntimeFlags& f) {
       ->check(CLI::PositiveNumber);
   app.add_flag("--no-cuda-graph", f.no_cuda_graph,
                "run every decode step op by op instead of replaying it as a CUDA graph (--device cuda)");
-  app.add_flag("--pipelined-decode", f.pipelined_decode,
-               "launch decode step t + 1 before reading step t's tokens (the same tokens; RuntimeOptions::pipelined_decode)");
+  app.add_flag("--pipelined-decode,!--no-pipelined-decode", f.pipelined_decode,
+               "launch decode step t + 1 before reading step t's tokens (the default; the same tokens; "
+               "RuntimeOptions::pipelined_decode); --no-pipelined-decode: step by step");
 }
 
 void add_budget_flags(CLI::App& app, BudgetFlags& f) {

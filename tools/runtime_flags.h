@@ -28,7 +28,7 @@ struct RuntimeFlags {
   int64_t max_context = 0;
   int32_t chunk = 512;
   bool no_cuda_graph = false;
-  bool pipelined_decode = false;
+  bool pipelined_decode = true;
 };
 
 struct BudgetFlags {
@@ -38,7 +38,7 @@ struct BudgetFlags {
 };
 
 // -m/--model (required), --device, --cuda-device, --cuda-dtype, --max-batch, --dummy-weights,
-// --dummy-dtype, --dummy-seed, --max-context, --chunk, --no-cuda-graph, --pipelined-decode.
+// --dummy-dtype, --dummy-seed, --max-context, --chunk, --no-cuda-graph, --[no-]pipelined-decode.
 void add_runtime_flags(CLI::App& app, RuntimeFlags& flags);
 // --topk-fraction, --k-min, --tile.
 void add_budget_flags(CLI::App& app, BudgetFlags& flags);

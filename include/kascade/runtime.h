@@ -86,10 +86,12 @@ struct RuntimeOptions {
   int32_t max_batch = 8;             // kCuda: most sequences per generate / teacher_forced call
   bool cuda_graph = true;            // kCuda: capture each decode step in a CUDA graph and replay it
                                      // (graph-safe policies only; see CudaGraphStats)
-  bool pipelined_decode = false;     // generate: launch decode step t + 1 (its tokens fed from step t's
+  bool pipelined_decode = true;      // generate: launch decode step t + 1 (its tokens fed from step t's
                                      // samples) before reading step t's tokens; the same tokens and
                                      // finish reasons, with one extra row computed for a sequence
-                                     // that stops on a stop token (its result is dropped)
+                                     // that stops on a stop token (its result is dropped). Hides the
+                                     // host's share of a CUDA step (docs/perf.md GPU runtime round 8);
+                                     // false: step by step
   std::filesystem::path model_path;  // a model directory (config.json + safetensors) or a config.json
   bool dummy_weights = false;        // random weights of the config's shapes instead of safetensors
   DType dummy_dtype = DType::kBF16;

@@ -175,6 +175,7 @@ TEST(RuntimeGenerate, SeededSamplingReproduces) {
 TEST(RuntimeGenerate, PipelinedDecodeEqualsStepByStep) {
   RuntimeOptions plain_options;
   plain_options.max_context = 60;
+  plain_options.pipelined_decode = false;
   RuntimeOptions piped_options = plain_options;
   piped_options.pipelined_decode = true;
   auto plain = make_runtime(plain_options);
