@@ -218,14 +218,17 @@ TEST(AnchorDecode, GroupSizeOneAndEight) {
 TEST(AnchorDecode, SparseOutputFromLogitsForEveryBlockWidth) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = testing::rng_for_test();
-  DecodeProblem two(make_case(DType::kBF16, 8, 4, 128, 32, rng), rng);
-  run_and_check_anchor(two, options(4, ScoreReduce::kSum, false));
-  DecodeProblem three(make_case(DType::kF16, 12, 4, 64, 16, rng), rng);
-  run_and_check_anchor(three, options(4, ScoreReduce::kSum, false));
-  DecodeProblem six(make_case(DType::kBF16, 12, 2, 128, 64, rng), rng);
-  run_and_check_anchor(six, options(2, ScoreReduce::kSum, false));
-  DecodeProblem six_per_head(make_case(DType::kF16, 12, 2, 64, 16, rng), rng);
-  run_and_check_anchor(six_per_head, options(12, ScoreReduce::kSum, false));
+  struct Shape {
+    DType dtype;
+    int heads, kv_heads, head_dim, page, rows;
+  };
+  for (const Shape& s : {Shape{DType::kBF16, 8, 4, 128, 32, 4}, Shape{DType::kF16, 12, 4, 64, 16, 4},
+                         Shape{DType::kBF16, 12, 2, 128, 64, 2}, Shape{DType::kF16, 12, 2, 64, 16, 12}}) {
+    SCOPED_TRACE("H " + std::to_string(s.heads) + ", G " + std::to_string(s.kv_heads) + ", rows " +
+                 std::to_string(s.rows));
+    DecodeProblem p(make_case(s.dtype, s.heads, s.kv_heads, s.head_dim, s.page, rng), rng);
+    run_and_check_anchor(p, options(s.rows, ScoreReduce::kSum, false));
+  }
 }
 
 TEST(AnchorDecode, DefaultBudgetAndExplicitKPerSequence) {

@@ -121,23 +121,17 @@ cudaError_t launch_pool_scores(const PoolScoresParams& params, int batch, cudaSt
       params.logits_heads < params.num_heads / params.num_kv_heads)
     return cudaErrorInvalidValue;
   const dim3 grid((params.max_seq_len + kPoolKeysPerBlock - 1) / kPoolKeysPerBlock, params.num_rows, batch);
+  const auto launch = [&](auto kernel) {
+    kernel<<<grid, kPoolThreads, 0, stream>>>(params);
+    return cudaGetLastError();
+  };
   switch (params.logits_heads) {
-    case 1:
-      pool_scores_kernel<1><<<grid, kPoolThreads, 0, stream>>>(params);
-      break;
-    case 2:
-      pool_scores_kernel<2><<<grid, kPoolThreads, 0, stream>>>(params);
-      break;
-    case 4:
-      pool_scores_kernel<4><<<grid, kPoolThreads, 0, stream>>>(params);
-      break;
-    case 8:
-      pool_scores_kernel<8><<<grid, kPoolThreads, 0, stream>>>(params);
-      break;
-    default:
-      return cudaErrorInvalidValue;
+    case 1: return launch(pool_scores_kernel<1>);
+    case 2: return launch(pool_scores_kernel<2>);
+    case 4: return launch(pool_scores_kernel<4>);
+    case 8: return launch(pool_scores_kernel<8>);
+    default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 }  // namespace kascade::cuda::detail
