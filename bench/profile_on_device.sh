@@ -13,6 +13,8 @@
 #   reuse_source.csv       the sparse (reuse) kernel's SASS with stall samples at 32K, and
 #   reuse_stalls.md.log    its summary per warp role (bench/ncu_stalls.py)
 #   decode_raw.csv         every metric of the first seven anchor-step kernels (--set full)
+#   reuse_decode_raw.csv, reuse_decode_source.csv, reuse_decode_stalls.md.log
+#                          the reuse decode kernel at B = 4, 128K: every metric, SASS stalls, their summary
 # Each step runs under `timeout`. The commands are the ones that produced docs/perf.md's figures
 # (run one by one on 2026-12-03, about 2 minutes in all on an H200; the reuse step in round 5); this
 # script gathering them has not yet run as a whole.
@@ -52,6 +54,15 @@ if [[ -n "$decode" ]]; then
   run decode 200 "$ncu" --clock-control none --set full -k regex:'decode_kernel|topk_' --launch-count 7 \
     -o "$work/decode" "$decode" --shapes llama --dtypes bf16 --batches 8 --lens 131072 --layouts contiguous --reps 1
   "$ncu" -i "$work/decode.ncu-rep" --page raw --csv >"$work/decode_raw.csv" 2>&1
+  # The reuse (kSparse) decode kernel at B = 4, 128K, where it streams at 65 % of the read roof (B = 64: 95 %):
+  # every metric and the per-instruction stalls (its mangled name ends in the mode flags PV, !logits, indexed,
+  # !stored-logits).
+  run reuse_decode 200 "$ncu" --clock-control none --set full --import-source no --kernel-name-base mangled \
+    -k regex:'Lb1ELb0ELb1ELb0EE' --launch-count 1 -o "$work/reuse_decode" \
+    "$decode" --shapes llama --dtypes bf16 --batches 4 --lens 131072 --layouts contiguous --reps 1
+  "$ncu" -i "$work/reuse_decode.ncu-rep" --page raw --csv >"$work/reuse_decode_raw.csv" 2>&1
+  "$ncu" -i "$work/reuse_decode.ncu-rep" --page source --csv --print-source sass >"$work/reuse_decode_source.csv" 2>&1
+  python3 "$(dirname "$0")/ncu_stalls.py" "$work/reuse_decode_source.csv" --split '(?!)' >"$work/reuse_decode_stalls.md.log" 2>&1
 fi
 tar czf "$out/profiles.tgz" -C "$work" $(cd "$work" && ls *.csv *.log)
 echo "wrote $out/profiles.tgz"
