@@ -3,7 +3,8 @@
 F.scaled_dot_product_attention forced onto the cuDNN backend (SDPBackend.CUDNN_ATTENTION), one
 query per sequence over L keys, GQA (H query heads, G KV heads) with K/V as [B, G, L, d]
 contiguous — the same shapes kascade_bench_decode times. Every call is captured in a CUDA graph
-(B = 1 included) and replayed after an L2 flush (a 256 MB write outside the timed region); the
+(B = 1 included) and replayed after an L2 flush outside the timed region (--flush: write = a 256 MB
+write, the default, which leaves dirty lines in the L2; read = a 256 MB read, clean lines; none); the
 median of --reps replays is reported. Also measures the read-bandwidth roof with a large
 read-only reduction (torch.sum over 4 GiB) in the same process. Writes JSON (--json).
 
@@ -25,11 +26,19 @@ SHAPES = {"llama": (32, 8, 128), "d64": (32, 8, 64)}
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 
 
-def median_us(fn, reps, flush):
+def flush_l2(buffer, mode, r):
+    """The L2 flush before a timed replay: a write (dirty lines left), a read (clean lines) or none."""
+    if mode == "write":
+        buffer.fill_(r & 0xFF)
+    elif mode == "read":
+        buffer.view(torch.int32).sum()
+
+
+def median_us(fn, reps, flush, mode="write"):
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for r in range(reps):
-        flush.fill_(r & 0xFF)
+        flush_l2(flush, mode, r)
         start.record()
         fn()
         stop.record()
@@ -87,6 +96,8 @@ def main():
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--mem-limit-gb", type=float, default=110.0)
     ap.add_argument("--json", default="")
+    ap.add_argument("--flush", default="write", choices=["write", "read", "none"],
+                    help="L2 flush before each timed replay (as kascade_bench_decode --flush)")
     ap.add_argument("--layouts", default="", help="ignored (cuDNN reads contiguous [B, G, L, d] K/V)")
     a = ap.parse_args()
     props = torch.cuda.get_device_properties(0)
@@ -113,7 +124,7 @@ def main():
                     try:
                         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                             replay = graphed(lambda: sdpa(q, k, v))
-                            med, best = median_us(replay, a.reps, flush)
+                            med, best = median_us(replay, a.reps, flush, a.flush)
                     except RuntimeError as e:  # report and go on
                         print(f"cuDNN failed for {shape} {dt} B={batch} L={length}: {e}", flush=True)
                         del q, k, v
@@ -129,7 +140,7 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(dict(device=props.name, torch=torch.__version__, cudnn=torch.backends.cudnn.version(),
-                           read_roof_gbps=roof, results=results), f, indent=1)
+                           flush=a.flush, read_roof_gbps=roof, results=results), f, indent=1)
 
 
 if __name__ == "__main__":

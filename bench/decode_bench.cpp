@@ -11,11 +11,15 @@
 //   topk     (breakdown) the radix Top-k alone over the anchor's pooled scores, first pass included;
 //   dense_s2x, dense_s4x, reuse_s2x, reuse_s4x  (experiments) the planned splits times 2 and 4.
 // Each op is captured in a CUDA graph (one replay = one decode step of that layer, B = 1 too),
-// replayed after an L2 flush (a 256 MB memset outside the timed region), timed with CUDA events;
-// the median of --reps replays is reported with the bytes the op must move at least.
+// replayed after an L2 flush outside the timed region, timed with CUDA events; the median of --reps
+// replays is reported with the bytes the op must move at least. --flush picks the flush: write (default:
+// a 256 MB memset, which leaves the L2 full of dirty lines that the timed op's reads must write back),
+// read (a 256 MB read: the L2 holds clean lines, as after the weight-streaming GEMMs of a decode step) or
+// none (warm L2). bench/cudnn_decode.py takes the same option.
 //   kascade_bench_decode [--shapes llama,d64] [--dtypes f16,bf16] [--batches 1,8,64]
 //                        [--lens 8192,32768,131072] [--layouts contiguous,paged] [--reps 15]
-//                        [--topk auto|chunked|rows] [--topk-cluster 0|1|2|4|8] [--json results.json]
+//                        [--topk auto|chunked|rows] [--topk-cluster 0|1|2|4|8] [--flush write|read|none]
+//                        [--json results.json]
 // --topk forces the Top-k kernels of the anchors and of the stand-alone Top-k (default: the plan's choice);
 // --topk-cluster the row kernel's CTAs per row (default 0: the plan's).
 #include <cuda_runtime_api.h>
@@ -58,6 +62,7 @@ struct Options {
   double mem_limit_gb = 110.0;
   cuda::TopkAlgorithm topk = cuda::TopkAlgorithm::kAuto;
   int32_t topk_cluster = 0;
+  std::string flush = "write";  // the L2 flush before each timed replay: write | read | none
   std::string json;
 };
 
@@ -88,6 +93,13 @@ Options parse(int argc, char** argv) {
       else { std::fprintf(stderr, "--topk is '%s'; expected auto, chunked or rows\n", value.c_str()); std::exit(2); }
     }
     else if (key == "--topk-cluster") o.topk_cluster = std::stoi(value);
+    else if (key == "--flush") {
+      if (value != "write" && value != "read" && value != "none") {
+        std::fprintf(stderr, "--flush is '%s'; expected write, read or none\n", value.c_str());
+        std::exit(2);
+      }
+      o.flush = value;
+    }
     else { std::fprintf(stderr, "unknown option %s\n", key.c_str()); std::exit(2); }
   }
   return o;
@@ -107,7 +119,10 @@ struct Device {
 struct Timer {
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
-  Device flush{size_t{256} << 20};
+  static constexpr size_t kFlushBytes = size_t{256} << 20;
+  Device flush{kFlushBytes};
+  Device flush_sink{sizeof(unsigned long long)};
+  std::string flush_mode = "write";
   Timer() {
     BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     BENCH_CHECK(cudaEventCreate(&start));
@@ -118,7 +133,8 @@ struct Timer {
     for (int i = 0; i < 2; ++i) BENCH_CHECK(cudaGraphLaunch(exec, stream));
     std::vector<double> us;
     for (int r = 0; r < reps; ++r) {
-      BENCH_CHECK(cudaMemsetAsync(flush.p, r & 0xff, size_t{256} << 20, stream));
+      if (flush_mode == "write") BENCH_CHECK(cudaMemsetAsync(flush.p, r & 0xff, kFlushBytes, stream));
+      if (flush_mode == "read") BENCH_CHECK(read_all(flush.p, kFlushBytes, flush_sink.as<unsigned long long>(), stream));
       BENCH_CHECK(cudaEventRecord(start, stream));
       BENCH_CHECK(cudaGraphLaunch(exec, stream));
       BENCH_CHECK(cudaEventRecord(stop, stream));
@@ -358,6 +374,8 @@ int main_impl(int argc, char** argv) {
   BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
   Timer timer;
+  timer.flush_mode = opt.flush;
+  std::printf("L2 flush before each timed replay: %s\n", opt.flush.c_str());
   const double roof_before = measure_read_roof(timer, 10);
   std::printf("read roof (4 GiB read-only reduction): %.0f GB/s\n", roof_before);
   const std::vector<Shape> all_shapes = {{"llama", 32, 8, 128}, {"d64", 32, 8, 64}};
@@ -380,8 +398,8 @@ int main_impl(int argc, char** argv) {
   if (!opt.json.empty()) {
     FILE* f = std::fopen(opt.json.c_str(), "w");
     if (!f) { std::perror(opt.json.c_str()); return 1; }
-    std::fprintf(f, "{\"device\": \"%s\", \"read_roof_gbps\": [%.1f, %.1f], \"results\": [\n", prop.name, roof_before,
-                 roof_after);
+    std::fprintf(f, "{\"device\": \"%s\", \"flush\": \"%s\", \"read_roof_gbps\": [%.1f, %.1f], \"results\": [\n",
+                 prop.name, opt.flush.c_str(), roof_before, roof_after);
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       std::fprintf(f,

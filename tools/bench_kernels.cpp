@@ -73,7 +73,7 @@ void add_kernel_benches(CLI::App& bench, KernelBench& prefill, KernelBench& deco
   decode.binary = "kascade_bench_decode";
   decode.cudnn_script = "bench/cudnn_decode.py";
   decode.report_script = "bench/decode_report.py";
-  decode.cudnn_flags = {"--shapes", "--dtypes", "--batches", "--lens", "--reps", "--mem-limit-gb"};
+  decode.cudnn_flags = {"--shapes", "--dtypes", "--batches", "--lens", "--reps", "--mem-limit-gb", "--flush"};
   decode.out = "bench-decode";
   register_options(
       decode,
@@ -86,7 +86,9 @@ void add_kernel_benches(CLI::App& bench, KernelBench& prefill, KernelBench& deco
        {"--layouts", "contiguous,paged"},
        {"--reps", "replays timed (median reported)"},
        {"--mem-limit-gb", "skip configurations needing more device memory"},
-       {"--topk", "Top-k kernels of the anchors: auto (the plan's choice), chunked or rows"}});
+       {"--topk", "Top-k kernels of the anchors: auto (the plan's choice), chunked or rows"},
+       {"--flush", "L2 flush before each timed replay: write (default; leaves dirty lines), read (clean "
+                   "lines, as after a decode step's weight-streaming GEMMs) or none"}});
 }
 
 Status run_kernel_bench(const KernelBench& b) {
