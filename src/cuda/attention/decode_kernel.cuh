@@ -106,8 +106,26 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
     num_heads_here = p.group_size;
   }
 
-  // ---- the key list: keys 0..n-1 (dense) or the index row
+  // ---- the first loads, issued together before any check: a check that may report an error (an
+  // atomic) or return keeps every later load behind it, so checking each value right after its load
+  // would chain the latencies of kv_len, the head-map entry, Q, the row length, ... one after another.
   int n = p.kv_lens[b];
+  int row = 0;
+  if constexpr (kIndexed) {
+    row = p.per_query_head ? slot : p.head_map ? p.head_map[slot] : slot * p.num_rows / p.num_kv_heads;
+  }
+  // Q as MMA A fragments: a0 = Q[gid][16ks + 2tig..], a2 = Q[gid][16ks + 8 + 2tig..]
+  uint32_t qa[D / 16][2];
+  if constexpr (!kStoredLogits) {
+    const T* q = static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.num_heads + head0 + gid) * D;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      qa[ks][0] = gid < num_heads_here ? *reinterpret_cast<const uint32_t*>(q + ks * 16 + tig * 2) : 0u;
+      qa[ks][1] = gid < num_heads_here ? *reinterpret_cast<const uint32_t*>(q + ks * 16 + 8 + tig * 2) : 0u;
+    }
+  }
+
+  // ---- the key list: keys 0..n-1 (dense) or the index row
   if (n < 1 || n > p.max_seq_len) {
     report_error(p, kErrorKvLen);
     n = n < 0 ? 0 : (n > p.max_seq_len ? p.max_seq_len : n);
@@ -115,9 +133,6 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
   int length = n;
   const int32_t* index_row = nullptr;
   if constexpr (kIndexed) {
-    const int row = p.per_query_head ? slot
-                    : p.head_map     ? p.head_map[slot]
-                                     : slot * p.num_rows / p.num_kv_heads;
     if (row < 0 || row >= p.num_rows) {
       report_error(p, kErrorHeadMap);
       length = 0;
@@ -143,16 +158,6 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
   const int end = min(length, begin + chunk);
   const int active_splits = ceil_div_device(length, chunk);
 
-  // ---- Q as MMA A fragments: a0 = Q[gid][16ks + 2tig..], a2 = Q[gid][16ks + 8 + 2tig..]
-  uint32_t qa[D / 16][2];
-  if constexpr (!kStoredLogits) {
-    const T* q = static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.num_heads + head0 + gid) * D;
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      qa[ks][0] = gid < num_heads_here ? *reinterpret_cast<const uint32_t*>(q + ks * 16 + tig * 2) : 0u;
-      qa[ks][1] = gid < num_heads_here ? *reinterpret_cast<const uint32_t*>(q + ks * 16 + 8 + tig * 2) : 0u;
-    }
-  }
   const float scale_log2 = p.scale * kLog2e;
 
   // ---- per-warp pipeline
@@ -221,10 +226,6 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
     return ((static_cast<int64_t>(page) << p.log2_page_size) + (position & page_mask)) * p.num_kv_heads * D +
            static_cast<int64_t>(kv_head) * D;
   };
-  auto row_offset_now = [&](int it, int& position) -> int64_t {  // all three steps at once (the prologue)
-    position = check_key(it, load_key(it));
-    return offset_of(position, load_page(position));
-  };
   // Copies the logits block of the lane's key (row lane & 15; lanes 16..31 the second half of an
   // 8-float block) into the stage's logit tile; masked keys get zeros.
   auto issue_logits = [&](T* stage_tiles, int position, int64_t offset) {
@@ -268,17 +269,23 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
 #pragma unroll
   for (int i = 0; i < (kPV ? D / 8 : 1); ++i) o_acc[i][0] = o_acc[i][1] = o_acc[i][2] = o_acc[i][3] = 0.0f;
 
+  // The prologue does the three steps for tiles 0 .. kStages + 1 in phases — every raw key, then their
+  // checks, every page, then the offsets — so each phase's loads are in flight together (one latency
+  // per phase, not one per tile and step).
+  int raw_keys[kStages + 2], positions[kStages + 1], pages[kStages + 1];
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    int position;
-    const int64_t offset = row_offset_now(s, position);
-    issue(s, position, offset);
-  }
-  int next_position;                                   // tile it + kStages - 1, issued in iteration it
-  int64_t next_offset = row_offset_now(kStages - 1, next_position);
-  int pending_position = check_key(kStages, load_key(kStages));  // tile it + kStages
-  int pending_page = load_page(pending_position);
-  int raw_key = load_key(kStages + 1);                 // tile it + kStages + 1
+  for (int s = 0; s < kStages + 2; ++s) raw_keys[s] = load_key(s);
+#pragma unroll
+  for (int s = 0; s <= kStages; ++s) positions[s] = check_key(s, raw_keys[s]);
+#pragma unroll
+  for (int s = 0; s <= kStages; ++s) pages[s] = load_page(positions[s]);
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) issue(s, positions[s], offset_of(positions[s], pages[s]));
+  int next_position = positions[kStages - 1];          // tile it + kStages - 1, issued in iteration it
+  int64_t next_offset = offset_of(positions[kStages - 1], pages[kStages - 1]);
+  int pending_position = positions[kStages];           // tile it + kStages
+  int pending_page = pages[kStages];
+  int raw_key = raw_keys[kStages + 1];                 // tile it + kStages + 1
 
   for (int it = 0; it < my_tiles; ++it) {
     issue(it + kStages - 1, next_position, next_offset);
