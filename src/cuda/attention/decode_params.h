@@ -52,7 +52,7 @@ struct DecodeKernelParams {
                                       // head h at [b, h / g, key, h % g] (written by kLogits,
                                       // read by kStoredLogits and the pooling)
   int64_t logits_stride = 0;          // keys per (sequence, KV group) block, >= max_seq_len
-  int32_t logits_heads = 0;           // logits_heads_for_group(g)
+  int32_t logits_heads = 0;           // logits_heads_for_group(g) (set by make_decode_params)
   float* partial_o = nullptr;         // [B, S, H, D]
   float* partial_lse = nullptr;       // [B, S, H]
   int32_t* counters = nullptr;        // [B, num_slots], zero between launches

@@ -159,6 +159,7 @@ DecodeKernelParams make_decode_params(const DecodeShape& s, const QueryBatch& q,
   p.num_heads = s.num_heads;
   p.num_kv_heads = s.num_kv_heads;
   p.group_size = s.num_heads / s.num_kv_heads;
+  p.logits_heads = logits_heads_for_group(p.group_size);  // the block width of the key-major logits, if any
   p.max_seq_len = s.max_seq_len;
   p.scale = params.scale;
   p.num_splits = pass.num_splits;

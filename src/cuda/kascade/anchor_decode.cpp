@@ -80,10 +80,8 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
   // 1. scoring pass: logits + exact LSE (+ dense output)
   detail::DecodeKernelParams p =
       detail::make_decode_params(plan.shape, q, kv, params, plan.scoring, plan.workspace, workspace);
-  const int32_t logits_heads = detail::logits_heads_for_group(plan.shape.num_heads / plan.shape.num_kv_heads);
   p.logits = logits;
   p.logits_stride = plan.logits_stride;
-  p.logits_heads = logits_heads;
   p.lse2 = ws_lse;
   if (plan.options.dense_output) {
     p.o = out.o;
@@ -104,7 +102,7 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
   pool.first_histograms = topk_scratch.histograms;
   pool.stride = plan.logits_stride;
   pool.num_kv_heads = plan.shape.num_kv_heads;
-  pool.logits_heads = logits_heads;
+  pool.logits_heads = p.logits_heads;
   pool.max_seq_len = plan.shape.max_seq_len;
   pool.num_heads = plan.shape.num_heads;
   pool.num_rows = plan.options.pooling.num_rows;
@@ -136,7 +134,7 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
 
   // 4. sparse output over the anchor's own rows: S from the stored logits, V rows only
   if (plan.options.dense_output) return ok_status();
-  const detail::StoredLogits stored{logits, plan.logits_stride, logits_heads};
+  const detail::StoredLogits stored{logits, plan.logits_stride};
   return detail::run_sparse_pass(plan.shape, plan.sparse, q, kv, params, rows, extras.head_map, out,
                                  plan.workspace, workspace, stream, &stored);
 }

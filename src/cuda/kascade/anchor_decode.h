@@ -43,7 +43,8 @@ struct AnchorDecodePlan {
   DecodeShape shape;
   AnchorOptions options;
   int32_t k_max = 0;                 // k(max_seq_len): width the output rows need
-  int64_t logits_stride = 0;         // row stride of logits and pooled scores (>= max_seq_len, % 4 == 0)
+  int64_t logits_stride = 0;         // keys per (sequence, KV group) block of the logits and per pooled row
+                                     // (>= max_seq_len, % 4 == 0)
   IndexGranularity granularity = IndexGranularity::kPerKvGroup;  // of the output rows
   PassPlan scoring;                  // the full-length pass
   PassPlan sparse;                   // the sparse output pass (when !dense_output)

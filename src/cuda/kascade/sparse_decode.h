@@ -40,9 +40,8 @@ namespace detail {
 // The logits a layer's scoring pass stored (key-major, DecodeKernelParams::logits): given to the sparse
 // pass, S is read from them and only V rows are gathered (the anchor's own sparse output).
 struct StoredLogits {
-  const float* logits = nullptr;  // device [B, G, stride, heads] fp32 σ·q·k
-  int64_t stride = 0;
-  int32_t heads = 0;              // logits_heads_for_group(g)
+  const float* logits = nullptr;  // device [B, G, stride, logits_heads_for_group(g)] fp32 σ·q·k
+  int64_t stride = 0;             // keys per (sequence, KV group) block
 };
 
 // The pass behind sparse_decode and the anchors' own sparse output. With head_map null and
