@@ -19,9 +19,10 @@
 //   kascade_bench_decode [--shapes llama,d64] [--dtypes f16,bf16] [--batches 1,8,64]
 //                        [--lens 8192,32768,131072] [--layouts contiguous,paged] [--reps 15]
 //                        [--topk auto|chunked|rows] [--topk-cluster 0|1|2|4|8] [--flush write|read|none]
-//                        [--json results.json]
+//                        [--pool-fusion separate|fused] [--json results.json]
 // --topk forces the Top-k kernels of the anchors and of the stand-alone Top-k (default: the plan's choice);
-// --topk-cluster the row kernel's CTAs per row (default 0: the plan's).
+// --topk-cluster the row kernel's CTAs per row (default 0: the plan's); --pool-fusion runs the anchors'
+// pooling and Top-k as two kernels (separate, the default) or one (fused: cuda::PoolFusion).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -63,6 +64,7 @@ struct Options {
   cuda::TopkAlgorithm topk = cuda::TopkAlgorithm::kAuto;
   int32_t topk_cluster = 0;
   std::string flush = "write";  // the L2 flush before each timed replay: write | read | none
+  cuda::PoolFusion pool_fusion = cuda::PoolFusion::kSeparate;
   std::string json;
 };
 
@@ -93,6 +95,11 @@ Options parse(int argc, char** argv) {
       else { std::fprintf(stderr, "--topk is '%s'; expected auto, chunked or rows\n", value.c_str()); std::exit(2); }
     }
     else if (key == "--topk-cluster") o.topk_cluster = std::stoi(value);
+    else if (key == "--pool-fusion") {
+      if (value == "separate") o.pool_fusion = cuda::PoolFusion::kSeparate;
+      else if (value == "fused") o.pool_fusion = cuda::PoolFusion::kFused;
+      else { std::fprintf(stderr, "--pool-fusion is '%s'; expected separate or fused\n", value.c_str()); std::exit(2); }
+    }
     else if (key == "--flush") {
       if (value != "write" && value != "read" && value != "none") {
         std::fprintf(stderr, "--flush is '%s'; expected write, read or none\n", value.c_str());
@@ -246,6 +253,7 @@ void run_config(const Shape& shape, DType dtype, int32_t batch, int32_t len, con
   a0_opts.dense_output = true;
   a0_opts.topk_algorithm = opt.topk;
   a0_opts.topk_row_cluster = opt.topk_cluster;
+  a0_opts.pool_fusion = opt.pool_fusion;
   auto a0_plan = cuda::plan_anchor_decode(s, a0_opts);
   BENCH_OK(a0_plan.status());
   cuda::AnchorOptions a_opts = a0_opts;
@@ -282,7 +290,11 @@ void run_config(const Shape& shape, DType dtype, int32_t batch, int32_t len, con
   cudaGraphExec_t r_exec = timer.capture([&](cudaStream_t st) {
     return cuda::sparse_decode(*r_plan, qb, kv, params, r1, map_d.as<int32_t>(), out, r_ws.p, st);
   });
-  BENCH_CHECK(cudaGraphLaunch(a_exec, timer.stream));  // fills r1 before the reuse layer reads it
+  // Fills r1 before the reuse layer reads it, and the pooled scores the stand-alone Top-k reads (the
+  // fused pooling writes them only when asked).
+  cuda::AnchorRunExtras with_scores;
+  with_scores.write_pooled_scores = true;
+  BENCH_OK(cuda::anchor_decode(*a_plan, qb, kv, params, r1, out, with_scores, a_ws.p, timer.stream));
   BENCH_CHECK(cudaStreamSynchronize(timer.stream));
   // Breakdown and split experiments: the Top-k alone (counting its own first digit) over the
   // anchor's pooled scores, and dense / reuse with 2x and 4x the planned splits.
@@ -398,8 +410,11 @@ int main_impl(int argc, char** argv) {
   if (!opt.json.empty()) {
     FILE* f = std::fopen(opt.json.c_str(), "w");
     if (!f) { std::perror(opt.json.c_str()); return 1; }
-    std::fprintf(f, "{\"device\": \"%s\", \"flush\": \"%s\", \"read_roof_gbps\": [%.1f, %.1f], \"results\": [\n",
-                 prop.name, opt.flush.c_str(), roof_before, roof_after);
+    std::fprintf(f,
+                 "{\"device\": \"%s\", \"flush\": \"%s\", \"pool_fusion\": \"%s\", \"read_roof_gbps\": [%.1f, %.1f], "
+                 "\"results\": [\n",
+                 prop.name, opt.flush.c_str(), opt.pool_fusion == cuda::PoolFusion::kFused ? "fused" : "separate",
+                 roof_before, roof_after);
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       std::fprintf(f,

@@ -28,7 +28,8 @@ def main():
                  "ratios need the same flush")
     print(f"Device: {ours['device']}; torch {cudnn['torch']}, cuDNN {cudnn['cudnn']}. Read roof: "
           f"{roof:.0f} GB/s (ours {', '.join(f'{x:.0f}' for x in ours['read_roof_gbps'])}; "
-          f"torch.sum {cudnn['read_roof_gbps']:.0f}). L2 flush before each timed replay: {flushes[0]}.\n")
+          f"torch.sum {cudnn['read_roof_gbps']:.0f}). L2 flush before each timed replay: {flushes[0]}. "
+          f"Anchors' pooling and Top-k: {ours.get('pool_fusion', 'separate')}.\n")
     print("Time in µs (median), ratio = time / cuDNN dense time, GB/s and % of the read roof. "
           "Targets (B ≥ 8, L ≥ 32K): dense ≤ 1.05, layer-0 anchor ≤ 1.15, anchor ≤ 0.70, reuse ≤ 0.11, "
           "Kascade per-layer speedup ≥ 4.5× at 128K.\n")

@@ -87,6 +87,7 @@ void add_kernel_benches(CLI::App& bench, KernelBench& prefill, KernelBench& deco
        {"--reps", "replays timed (median reported)"},
        {"--mem-limit-gb", "skip configurations needing more device memory"},
        {"--topk", "Top-k kernels of the anchors: auto (the plan's choice), chunked or rows"},
+       {"--pool-fusion", "the anchors' pooling and Top-k: separate (two kernels, the default) or fused (one)"},
        {"--flush", "L2 flush before each timed replay: write (default; leaves dirty lines), read (clean "
                    "lines, as after a decode step's weight-streaming GEMMs) or none"}});
 }

@@ -7,14 +7,18 @@
 //     pooled scores; −1 padding; row_lens = k(n);
 //   - the output vs ref::dense_attention_ref / ref::sparse_decode_ref over the GPU's rows and an
 //     fp64 recomputation (FA3 rule); the exact LSE vs fp64.
-// Awkward lengths in mixed batches, shuffled pages, NaN-poisoned outputs, clean error word.
+// Awkward lengths in mixed batches, shuffled pages, NaN-poisoned outputs, clean error word. Every
+// case runs with the pooling and Top-k as two kernels and fused into one (PoolFusion), which must
+// agree bit for bit: pooled scores, rows and outputs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "cuda/common/device_errors.h"
+#include "cuda/common/plan_support.h"
 #include "cuda/kascade/anchor_decode.h"
 #include "cuda_test_support.h"
 #include "ref/attention_ref.h"
@@ -44,11 +48,15 @@ DecodeShape shape_of(const DecodeProblem& p) {
 struct AnchorRun {
   std::vector<int32_t> indices, row_lens;  // [B, R, k_max], [B, R]
   int32_t k_max = 0;
+  std::vector<float> scores;  // the pooled scores j < n of every row, rows concatenated (when written)
+  std::vector<float> o, lse;  // the layer's output
 };
 
-// Runs the anchor and checks everything against the references; returns the rows it selected.
+// Runs the anchor and checks everything against the references; returns what it computed. With
+// write_scores = false the fused pooling keeps its scores on chip: the rows are then checked against
+// the reference scores only (tie-aware sets).
 AnchorRun run_and_check_anchor(const DecodeProblem& p, const AnchorOptions& options,
-                               const std::vector<int32_t>& k_per_seq = {}) {
+                               const std::vector<int32_t>& k_per_seq = {}, bool write_scores = true) {
   const DecodeCase& c = p.spec();
   const int32_t batch = p.batch(), h_count = c.num_heads, d = c.head_dim, rows_r = options.pooling.num_rows;
   AnchorRun run;
@@ -71,6 +79,7 @@ AnchorRun run_and_check_anchor(const DecodeProblem& p, const AnchorOptions& opti
   AnchorRunExtras extras;
   extras.k_per_seq = k_per_seq.empty() ? nullptr : k_d.as<int32_t>();
   extras.exact_lse = options.dense_output ? nullptr : exact_lse.as<float>();
+  extras.write_pooled_scores = write_scores;
   const Status st = anchor_decode(*plan, p.device_q(), p.device_kv(), params, rows, out, extras, workspace.data(), nullptr);
   EXPECT_TRUE(st.ok()) << st.to_string();
   if (!st.ok()) return run;
@@ -97,15 +106,17 @@ AnchorRun run_and_check_anchor(const DecodeProblem& p, const AnchorOptions& opti
     for (int32_t r = 0; r < rows_r; ++r) {
       SCOPED_TRACE("b " + std::to_string(b) + " row " + std::to_string(r) + " n " + std::to_string(n));
       const int64_t row = static_cast<int64_t>(b) * rows_r + r;
-      const std::vector<float> got_s(gpu_scores.begin() + row * stride, gpu_scores.begin() + row * stride + n);
       const std::vector<float> want_s(ref_scores.begin() + row * ref_stride, ref_scores.begin() + row * ref_stride + n);
-      EXPECT_TRUE(testing::all_close(got_s, want_s, {n}, {1e-6, 2e-4}));
       EXPECT_EQ(run.row_lens[row], k);
       const std::vector<int32_t> got_row(run.indices.begin() + row * run.k_max, run.indices.begin() + row * run.k_max + k);
       for (int32_t i = k; i < run.k_max; ++i) EXPECT_EQ(run.indices[row * run.k_max + i], -1) << "padding at " << i;
       std::vector<int32_t> want(k), exact(k);
       EXPECT_TRUE(ref::topk_select_ref(want_s.data(), n, k, want.data()).ok());
       EXPECT_TRUE(testing::topk_sets_equivalent(got_row, want, want_s, 1e-3));
+      if (!write_scores) continue;
+      const std::vector<float> got_s(gpu_scores.begin() + row * stride, gpu_scores.begin() + row * stride + n);
+      run.scores.insert(run.scores.end(), got_s.begin(), got_s.end());
+      EXPECT_TRUE(testing::all_close(got_s, want_s, {n}, {1e-6, 2e-4}));
       EXPECT_TRUE(ref::topk_select_ref(got_s.data(), n, k, exact.data()).ok());
       EXPECT_EQ(got_row, exact) << "the radix select must equal topk_select_ref on the scores it saw";
     }
@@ -145,7 +156,40 @@ AnchorRun run_and_check_anchor(const DecodeProblem& p, const AnchorOptions& opti
   if (errors.ok()) {
     EXPECT_EQ(*errors, 0u) << describe_device_errors(*errors);
   }
+  run.o = got_o;
+  run.lse = got_lse;
   return run;
+}
+
+// Bit equality of what two runs of the same problem computed (floats compared as bits: −0 vs +0
+// or different NaNs would show).
+void expect_same_run(const AnchorRun& a, const AnchorRun& b) {
+  const auto bits = [](const std::vector<float>& v) {
+    std::vector<uint32_t> out(v.size());
+    std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
+    return out;
+  };
+  EXPECT_EQ(a.indices, b.indices);
+  EXPECT_EQ(a.row_lens, b.row_lens);
+  EXPECT_EQ(bits(a.scores), bits(b.scores));
+  EXPECT_EQ(bits(a.o), bits(b.o));
+  EXPECT_EQ(bits(a.lse), bits(b.lse));
+}
+
+// Runs the anchor with the pooling and the Top-k as two kernels and fused into one, checks each
+// against the references, and checks that they computed the same bits (the same pooling arithmetic,
+// pool_device.cuh, and the same select). Returns the separate run.
+AnchorRun run_and_check_both(const DecodeProblem& p, AnchorOptions options, const std::vector<int32_t>& k_per_seq = {}) {
+  options.pool_fusion = PoolFusion::kSeparate;
+  AnchorRun separate;
+  {
+    SCOPED_TRACE("separate pooling and Top-k");
+    separate = run_and_check_anchor(p, options, k_per_seq);
+  }
+  options.pool_fusion = PoolFusion::kFused;
+  SCOPED_TRACE("fused pooling and Top-k");
+  expect_same_run(run_and_check_anchor(p, options, k_per_seq), separate);
+  return separate;
 }
 
 DecodeCase make_case(DType dtype, int h, int g, int d, int page, std::mt19937_64& rng) {
@@ -173,44 +217,44 @@ TEST(AnchorDecode, KascadePerKvGroupSparseOutput) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = testing::rng_for_test();
   DecodeProblem p(make_case(DType::kF16, 8, 2, 128, 16, rng), rng);
-  run_and_check_anchor(p, options(2, ScoreReduce::kSum, false));
+  run_and_check_both(p, options(2, ScoreReduce::kSum, false));
 }
 
 TEST(AnchorDecode, LayerZeroDenseOutputBf16HeadDim64) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = testing::rng_for_test();
   DecodeProblem p(make_case(DType::kBF16, 8, 4, 64, 32, rng), rng);
-  run_and_check_anchor(p, options(4, ScoreReduce::kSum, true));
+  run_and_check_both(p, options(4, ScoreReduce::kSum, true));
 }
 
 TEST(AnchorDecode, AllHeadsPooledSparseOutput) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = testing::rng_for_test();
   DecodeProblem p(make_case(DType::kF16, 16, 4, 128, 0, rng), rng);
-  run_and_check_anchor(p, options(1, ScoreReduce::kSum, false));
+  run_and_check_both(p, options(1, ScoreReduce::kSum, false));
 }
 
 TEST(AnchorDecode, OmniKvMaxPoolingDenseOutput) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = testing::rng_for_test();
   DecodeProblem p(make_case(DType::kBF16, 12, 4, 128, 64, rng), rng);
-  run_and_check_anchor(p, options(1, ScoreReduce::kMax, true));
+  run_and_check_both(p, options(1, ScoreReduce::kMax, true));
 }
 
 TEST(AnchorDecode, OraclePerQueryHeadSparseOutput) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = testing::rng_for_test();
   DecodeProblem p(make_case(DType::kF16, 8, 2, 64, 16, rng), rng);
-  run_and_check_anchor(p, options(8, ScoreReduce::kSum, false));
+  run_and_check_both(p, options(8, ScoreReduce::kSum, false));
 }
 
 TEST(AnchorDecode, GroupSizeOneAndEight) {
   KC_SKIP_WITHOUT_GPU();
   auto rng = testing::rng_for_test();
   DecodeProblem one(make_case(DType::kBF16, 4, 4, 128, 128, rng), rng);
-  run_and_check_anchor(one, options(4, ScoreReduce::kSum, false));
+  run_and_check_both(one, options(4, ScoreReduce::kSum, false));
   DecodeProblem eight(make_case(DType::kF16, 16, 2, 128, 16, rng), rng);
-  run_and_check_anchor(eight, options(2, ScoreReduce::kSum, false));
+  run_and_check_both(eight, options(2, ScoreReduce::kSum, false));
 }
 
 // The sparse output reads S from the key-major logits, whose blocks are the group size rounded up to
@@ -227,7 +271,7 @@ TEST(AnchorDecode, SparseOutputFromLogitsForEveryBlockWidth) {
     SCOPED_TRACE("H " + std::to_string(s.heads) + ", G " + std::to_string(s.kv_heads) + ", rows " +
                  std::to_string(s.rows));
     DecodeProblem p(make_case(s.dtype, s.heads, s.kv_heads, s.head_dim, s.page, rng), rng);
-    run_and_check_anchor(p, options(s.rows, ScoreReduce::kSum, false));
+    run_and_check_both(p, options(s.rows, ScoreReduce::kSum, false));
   }
 }
 
@@ -239,8 +283,92 @@ TEST(AnchorDecode, DefaultBudgetAndExplicitKPerSequence) {
   DecodeProblem p(c, rng);
   AnchorOptions o = options(2, ScoreReduce::kSum, false);
   o.budget = Budget{};  // rho 10 %, k_min 128
-  run_and_check_anchor(p, o);
-  run_and_check_anchor(p, o, {1, 1500});
+  run_and_check_both(p, o);
+  run_and_check_both(p, o, {1, 1500});
+}
+
+// The fused pooling in forced clusters of 2, 4 and 8 CTAs, where short rows leave the upper ranks
+// slices without keys, for every pooling of the policies and logits blocks of 1, 2, 4 and 8 floats;
+// the separate kernels run the row Top-k in the same clusters.
+TEST(AnchorDecode, FusedPoolingInClustersOfEverySize) {
+  KC_SKIP_WITHOUT_GPU();
+  auto clusters = detail::current_device_has_clusters();
+  ASSERT_TRUE(clusters.ok());
+  if (!*clusters) GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
+  auto rng = testing::rng_for_test();
+  struct Shape {
+    DType dtype;
+    int heads, kv_heads, head_dim, page, rows;
+    ScoreReduce reduce;
+    bool dense_output;
+  };
+  for (const Shape& s : {Shape{DType::kBF16, 8, 2, 128, 16, 2, ScoreReduce::kSum, false},   // g 4: kascade
+                         Shape{DType::kF16, 8, 8, 64, 32, 8, ScoreReduce::kSum, false},     // g 1
+                         Shape{DType::kBF16, 8, 4, 64, 16, 1, ScoreReduce::kMax, true},     // g 2: omnikv
+                         Shape{DType::kF16, 12, 2, 128, 64, 12, ScoreReduce::kSum, false},  // g 6: oracle
+                         Shape{DType::kBF16, 16, 2, 128, 16, 1, ScoreReduce::kSum, true}}) {  // g 8: pooled
+    DecodeCase c = make_case(s.dtype, s.heads, s.kv_heads, s.head_dim, s.page, rng);
+    c.kv_lens = {33, 20000, 4097, 1, 9001};
+    DecodeProblem p(c, rng);
+    for (const int32_t cluster : {2, 4, 8}) {
+      SCOPED_TRACE("H " + std::to_string(s.heads) + ", G " + std::to_string(s.kv_heads) + ", rows " +
+                   std::to_string(s.rows) + ", cluster " + std::to_string(cluster));
+      AnchorOptions o = options(s.rows, s.reduce, s.dense_output);
+      o.topk_algorithm = TopkAlgorithm::kByRows;
+      o.topk_row_cluster = cluster;
+      run_and_check_both(p, o);
+    }
+  }
+}
+
+// Without write_pooled_scores the fused pooling keeps its scores on chip and selects the same rows.
+TEST(AnchorDecode, FusedPoolingWithoutWrittenScoresSelectsTheSameRows) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  DecodeCase c = make_case(DType::kBF16, 8, 2, 128, 16, rng);
+  c.kv_lens = {20000, 129, 4097};
+  DecodeProblem p(c, rng);
+  AnchorOptions o = options(2, ScoreReduce::kSum, false);
+  o.pool_fusion = PoolFusion::kFused;
+  const AnchorRun written = run_and_check_anchor(p, o);
+  const AnchorRun on_chip = run_and_check_anchor(p, o, {}, /*write_scores=*/false);
+  EXPECT_EQ(on_chip.indices, written.indices);
+  EXPECT_EQ(on_chip.row_lens, written.row_lens);
+  EXPECT_EQ(on_chip.o, written.o);
+}
+
+TEST(AnchorDecode, FusedPoolingRefusesWhatItCannotHold) {
+  KC_SKIP_WITHOUT_GPU();
+  DecodeShape s;
+  s.dtype = DType::kBF16;
+  s.batch = 2;
+  s.num_heads = 8;
+  s.num_kv_heads = 2;
+  s.head_dim = 128;
+  s.page_size = 16;
+  s.max_seq_len = 100000;
+  AnchorOptions o = options(2, ScoreReduce::kSum, false);
+  o.pool_fusion = PoolFusion::kFused;
+  o.topk_algorithm = TopkAlgorithm::kChunked;
+  auto chunked = plan_anchor_decode(s, o);
+  ASSERT_FALSE(chunked.ok());
+  EXPECT_NE(chunked.status().message().find("kChunked"), std::string::npos) << chunked.status().message();
+  o.topk_algorithm = TopkAlgorithm::kAuto;
+  o.topk_row_cluster = 1;  // one CTA cannot hold 100000 keys
+  auto one_cta = plan_anchor_decode(s, o);
+  ASSERT_FALSE(one_cta.ok());
+  EXPECT_NE(one_cta.status().message().find("max_seq_len is 100000"), std::string::npos) << one_cta.status().message();
+  o.topk_row_cluster = 0;
+  s.max_seq_len = detail::kRowTopkMaxKeys + 1;
+  auto too_long = plan_anchor_decode(s, o);
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.status().message().find("PoolFusion::kSeparate"), std::string::npos) << too_long.status().message();
+  s.max_seq_len = 100000;
+  auto planned = plan_anchor_decode(s, o);
+  ASSERT_TRUE(planned.ok()) << planned.status().to_string();
+  EXPECT_TRUE(planned->fused_pooling);
+  EXPECT_TRUE(planned->topk.by_rows);
+  EXPECT_LE(detail::row_topk_slice_keys(s.max_seq_len, planned->topk.row_cluster), detail::kFusedPoolMaxSliceKeys);
 }
 
 TEST(AnchorDecode, RefusesPoolingThatCannotServeTheOutput) {

@@ -327,6 +327,42 @@ TEST(RadixTopkPlan, RowKernelForRowsThatFitItsMasks) {
     EXPECT_LE(detail::row_topk_smem_bytes(kRowTopkMaxKeys, cluster), size_t{227} * 1024) << "must fit one multiprocessor";
 }
 
+// Host arithmetic only: runs without a GPU. The fused pooling's cluster: the fewest CTAs (at least
+// the plan's) whose slices hold <= 16K keys (two CTAs per SM), else the most CTAs if their slices
+// hold <= 32K, else none; without clusters only rows of <= 32K keys.
+TEST(RadixTopkPlan, FusedPoolingClusterHoldsTheRowInSharedMemory) {
+  using detail::fused_pool_cluster;
+  using detail::kRowTopkMaxKeys;
+  struct Want {
+    int32_t len, min_cluster;
+    bool clusters;
+    int32_t cluster;
+  };
+  for (const Want& w : {Want{131072, 1, true, 8},             // 16K slices
+                        Want{131072, 8, true, 8},
+                        Want{65536, 1, true, 4},
+                        Want{65536, 8, true, 8},              // the plan wants more CTAs: kept
+                        Want{20000, 1, true, 2},              // 625 words: slices of 313 · 32 keys
+                        Want{4097, 1, true, 1},
+                        Want{4097, 4, true, 4},
+                        Want{kRowTopkMaxKeys, 1, true, 8},    // 32K slices: one CTA per SM
+                        Want{kRowTopkMaxKeys + 1, 1, true, 0},
+                        Want{16384, 1, false, 1},
+                        Want{32768, 1, false, 1},             // one CTA holds a 32K row
+                        Want{32769, 1, false, 0}}) {
+    SCOPED_TRACE("len " + std::to_string(w.len) + " min " + std::to_string(w.min_cluster));
+    const int32_t cluster = fused_pool_cluster(w.len, w.min_cluster, w.clusters);
+    EXPECT_EQ(cluster, w.cluster);
+    if (cluster == 0) continue;
+    EXPECT_LE(detail::row_topk_slice_keys(w.len, cluster), detail::kFusedPoolMaxSliceKeys);
+    EXPECT_GE(static_cast<int64_t>(detail::row_topk_slice_keys(w.len, cluster)) * cluster, w.len);
+    EXPECT_LE(detail::row_topk_smem_bytes(w.len, cluster, /*fused_pooling=*/true), size_t{227} * 1024);
+  }
+  // Slices of <= 16K keys leave room for two CTAs per multiprocessor (228 KB).
+  EXPECT_LE(2 * detail::row_topk_smem_bytes(131072, 8, /*fused_pooling=*/true), size_t{227} * 1024);
+  EXPECT_EQ(detail::row_topk_slice_keys(20000, 2), 313 * 32);
+}
+
 TEST(RadixTopk, RefusesRowsNarrowerThanTheBudget) {
   KC_SKIP_WITHOUT_GPU();
   DeviceBuffer scores(1024 * sizeof(float)), lens(sizeof(int32_t)), indices(16 * sizeof(int32_t)),

@@ -2,7 +2,8 @@
 # tests/scripts/test_decode_report.sh — bench/decode_report.py on hand-made JSON: the ratios to cuDNN,
 # the per-layer Kascade average (1 layer-0 anchor + 4 anchors + 27 reuse layers) and its speedup are
 # computed from the inputs, misses of the issue-5 targets are flagged with their values, the L2 flush
-# mode of the run is printed, and runs made with different flushes are refused (no ratios across them).
+# mode and the anchors' pooling mode (--pool-fusion) of the run are printed, and runs made with different
+# flushes are refused (no ratios across them).
 #   tests/scripts/test_decode_report.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,7 +17,7 @@ op() {  # op NAME MEDIAN_US: one result of llama bf16 B=8 L=131072 contiguous
          \"roof_fraction\": 0.9, \"splits\": 4}"
 }
 ours() {  # ours FLUSH
-  echo "{\"device\": \"H\", \"flush\": \"$1\", \"read_roof_gbps\": [4400.0, 4400.0], \"results\": [
+  echo "{\"device\": \"H\", \"flush\": \"$1\", \"pool_fusion\": \"fused\", \"read_roof_gbps\": [4400.0, 4400.0], \"results\": [
     $(op dense 1000.0), $(op anchor0 1100.0), $(op anchor 800.0), $(op reuse 100.0)]}"
 }
 cudnn() {  # cudnn FLUSH: cuDNN 1000 us
@@ -36,6 +37,7 @@ grep -q "anchor 0.800 vs target 0.7" "$out/table.md" || fail "the miss is listed
 grep -q "100.0 (0.100; 4000, 91 %) |" "$out/table.md" || fail "reuse 0.100 meets 0.11 unflagged, with GB/s and % roof"
 ! grep -q "): per-layer speedup" "$out/table.md" || fail "4.57x >= 4.5 was flagged"
 grep -q "L2 flush before each timed replay: read" "$out/table.md" || fail "the flush mode is printed"
+grep -q "Anchors' pooling and Top-k: fused" "$out/table.md" || fail "the pooling mode is printed"
 cudnn write >"$out/cudnn_write.json"
 if python3 "$report" "$out/ours.json" "$out/cudnn_write.json" >"$out/mixed.md" 2>"$out/mixed.err"; then
   fail "runs with different flushes were joined"

@@ -80,6 +80,7 @@ Status LessIsMoreSelector::run(DecodePlanCache& plans, const DecodeKey& key, con
     AttentionOutput scratch{scratch_o_.data(), key.dtype, nullptr};
     AnchorRunExtras extras;
     extras.k_per_seq = k_device;
+    extras.write_pooled_scores = true;  // gathered below
     KC_RETURN_IF_ERROR(anchor_decode(anchor->plan, q, kv, params, top, scratch, extras, anchor->workspace.data(),
                                      stream));
     detail::GatherScoresParams gather;

@@ -2,7 +2,8 @@
 // cp.async copies with zero fill (LDGSTS; 16-byte .cg, 4/8/16-byte .ca), ldmatrix (plain and transposed), the
 // m16n8k16 tensor-core MMA for fp16 and bf16 with fp32 accumulation, packing of fp32 pairs,
 // the order-preserving map from float to uint32 used by the radix select, a register-cached
-// histogram update for skewed data, and a block-wide exclusive scan (the radix selects' compactions).
+// histogram update for skewed data, a block-wide exclusive scan (the radix selects' compactions) and
+// 2^x on the MUFU unit (ex2.approx).
 // Fragment layouts follow the PTX ISA ("Matrix Fragments for mma.m16n8k16"). Device-only; tested
 // through the kernels that use them (tests/cuda/).
 #pragma once
@@ -177,6 +178,13 @@ struct BinCache {
 };
 
 __device__ __forceinline__ int ceil_div_device(int a, int b) { return (a + b - 1) / b; }
+
+// 2^x with the MUFU unit alone (|rel. error| ~ 2^-22, subnormal results flushed to 0); ex2(-inf) = +0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // k(n) of DESIGN.md §2.1 in the same int64 arithmetic as kascade::budget_k (src/core/budget.cpp).
 __device__ __forceinline__ int64_t budget_k_device(int64_t n, int64_t rho_ppm, int64_t k_min, int64_t k_round) {

@@ -45,6 +45,26 @@ Result<AnchorDecodePlan> plan_anchor_decode(const DecodeShape& shape, const Anch
   KC_ASSIGN_OR_RETURN(plan.topk, detail::plan_topk(static_cast<int64_t>(shape.batch) * options.pooling.num_rows,
                                                    shape.max_seq_len, options.topk_algorithm,
                                                    options.topk_row_cluster));
+  if (options.pool_fusion == PoolFusion::kFused) {
+    KC_CHECK_ARG(options.topk_algorithm != TopkAlgorithm::kChunked,
+                 "the fused pooling runs inside the row Top-k; topk_algorithm kChunked cannot take it");
+    KC_ASSIGN_OR_RETURN(const bool clusters, detail::current_device_has_clusters());
+    int32_t cluster = 0;
+    if (options.topk_row_cluster != 0) {  // forced (tests, benchmarks): its slices must fit
+      if (detail::row_topk_slice_keys(shape.max_seq_len, options.topk_row_cluster) <= detail::kFusedPoolMaxSliceKeys &&
+          shape.max_seq_len <= detail::kRowTopkMaxKeys)
+        cluster = options.topk_row_cluster;
+    } else {
+      cluster = detail::fused_pool_cluster(shape.max_seq_len, plan.topk.row_cluster, clusters);
+    }
+    KC_CHECK_ARG(cluster != 0, "the fused pooling holds a row in shared memory, in slices of at most ",
+                 detail::kFusedPoolMaxSliceKeys, " keys over at most ", clusters ? detail::kRowTopkMaxCluster : 1,
+                 " CTAs", options.topk_row_cluster != 0 ? " (the forced cluster)" : "", "; max_seq_len is ",
+                 shape.max_seq_len, ": use PoolFusion::kSeparate");
+    plan.topk.by_rows = true;
+    plan.topk.row_cluster = cluster;
+    plan.fused_pooling = true;
+  }
   plan.workspace = detail::layout_workspace(shape, max_splits, plan.logits_stride, options.pooling.num_rows,
                                             plan.topk.scratch_bytes);
   return plan;
@@ -93,25 +113,40 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
       plan.options.dense_output ? detail::DecodeMode::kDenseLogits : detail::DecodeMode::kScoring, plan.shape.dtype,
       plan.shape.head_dim, p, q.batch, stream));
 
-  // 2. pooled post-softmax scores
-  detail::PoolScoresParams pool;
-  pool.logits = logits;
-  pool.lse = ws_lse;
-  pool.kv_lens = kv.kv_lens;
-  pool.pooled = pooled;
-  pool.first_histograms = topk_scratch.histograms;
-  pool.stride = plan.logits_stride;
-  pool.num_kv_heads = plan.shape.num_kv_heads;
-  pool.logits_heads = p.logits_heads;
-  pool.max_seq_len = plan.shape.max_seq_len;
-  pool.num_heads = plan.shape.num_heads;
-  pool.num_rows = plan.options.pooling.num_rows;
-  pool.reduce_max = plan.options.pooling.reduce == ScoreReduce::kMax ? 1 : 0;
-  KC_RETURN_IF_ERROR(cuda_status(detail::launch_pool_scores(pool, q.batch, stream), "launch of pool_scores_kernel"));
+  // 2. pooled post-softmax scores (fused: inside the row Top-k of step 3)
+  const int32_t reduce_max = plan.options.pooling.reduce == ScoreReduce::kMax ? 1 : 0;
+  if (!plan.fused_pooling) {
+    detail::PoolScoresParams pool;
+    pool.logits = logits;
+    pool.lse = ws_lse;
+    pool.kv_lens = kv.kv_lens;
+    pool.pooled = pooled;
+    pool.first_histograms = topk_scratch.histograms;
+    pool.stride = plan.logits_stride;
+    pool.num_kv_heads = plan.shape.num_kv_heads;
+    pool.logits_heads = p.logits_heads;
+    pool.max_seq_len = plan.shape.max_seq_len;
+    pool.num_heads = plan.shape.num_heads;
+    pool.num_rows = plan.options.pooling.num_rows;
+    pool.reduce_max = reduce_max;
+    KC_RETURN_IF_ERROR(cuda_status(detail::launch_pool_scores(pool, q.batch, stream), "launch of pool_scores_kernel"));
+  }
 
   // 3. exact Top-k of each pooled row
   detail::TopkParams topk;
-  topk.scores = pooled;
+  if (plan.fused_pooling) {
+    topk.fused_pooling = 1;
+    topk.pool.logits = logits;
+    topk.pool.lse = ws_lse;
+    topk.pool.pooled_out = extras.write_pooled_scores ? pooled : nullptr;
+    topk.pool.num_heads = plan.shape.num_heads;
+    topk.pool.num_kv_heads = plan.shape.num_kv_heads;
+    topk.pool.logits_heads = p.logits_heads;
+    topk.pool.reduce_max = reduce_max;
+  } else {
+    topk.scores = pooled;
+    topk.first_digit_counted = 1;
+  }
   topk.kv_lens = kv.kv_lens;
   topk.indices = rows.indices;
   topk.row_lens = rows.row_lens;
@@ -122,7 +157,6 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
   topk.k_round = plan.options.budget.k_round;
   topk.k_per_seq = extras.k_per_seq;
   topk.scratch = topk_scratch;
-  topk.first_digit_counted = 1;
   topk.chunk = plan.topk.chunk;
   topk.max_chunks = plan.topk.max_chunks;
   topk.by_rows = plan.topk.by_rows ? 1 : 0;
@@ -130,7 +164,9 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
   topk.max_seq_len = plan.shape.max_seq_len;
   topk.num_rows = plan.options.pooling.num_rows;
   topk.k_max = rows.k_max;
-  KC_RETURN_IF_ERROR(cuda_status(detail::launch_radix_topk(topk, q.batch, stream), "launch of the radix Top-k kernels"));
+  KC_RETURN_IF_ERROR(cuda_status(detail::launch_radix_topk(topk, q.batch, stream),
+                                 plan.fused_pooling ? "launch of the fused pooling + row Top-k kernel"
+                                                    : "launch of the radix Top-k kernels"));
 
   // 4. sparse output over the anchor's own rows: S from the stored logits, V rows only
   if (plan.options.dense_output) return ok_status();

@@ -6,7 +6,7 @@
 //   2. pooling: S_r[j] = sum (or max) over the heads of row r of exp(logit − lse), also counting
 //      the first radix digit of each score into a per-row histogram (workspace header);
 //   3. radix Top-k of each row (starting from that histogram) → −1-padded int32 rows
-//      [B, R, k_max] with row lengths;
+//      [B, R, k_max] with row lengths (2 and 3 fused into one kernel with PoolFusion::kFused);
 //   4. for a sparse output, the sparse decode pass over the anchor's own rows, with S taken from the
 //      stored logits, so it gathers V rows only (plus one logits block of 4·g bytes per key).
 // Pooling rows R: G with a sum (kascade), 1 with a sum (kascade-pooled) or a max (omnikv), H with
@@ -31,12 +31,21 @@
 
 namespace kascade::cuda {
 
+// Steps 2 and 3 as two kernels (kSeparate: the pooling writes the pooled rows, the Top-k reads them
+// back) or as one (kFused: the row Top-k pools each slice of a row from the logits into shared
+// memory and selects from there — same pooled scores, same rows; rows of up to
+// detail::kRowTopkMaxKeys keys in clusters of up to 8 CTAs, or kFusedPoolMaxSliceKeys without
+// clusters). kSeparate is the default until the fused kernel is measured on the GPU.
+enum class PoolFusion { kSeparate, kFused };
+
 struct AnchorOptions {
   ScorePooling pooling;       // R = pooling.num_rows divides H (G, 1 or H for the policies)
   Budget budget;              // k(n) per sequence, unless the run passes k_per_seq
   bool dense_output = false;  // true: dense o (layer 0); false: sparse o over the selected rows
-  TopkAlgorithm topk_algorithm = TopkAlgorithm::kAuto;  // which Top-k kernels (radix_topk.h)
+  TopkAlgorithm topk_algorithm = TopkAlgorithm::kAuto;  // which Top-k kernels (radix_topk.h); kFused
+                                                        // needs the row kernel (kAuto or kByRows)
   int32_t topk_row_cluster = 0;  // the row kernel's CTAs per row: 0 the plan's, or 1, 2, 4, 8 (benchmarks)
+  PoolFusion pool_fusion = PoolFusion::kSeparate;
 };
 
 struct AnchorDecodePlan {
@@ -48,7 +57,9 @@ struct AnchorDecodePlan {
   IndexGranularity granularity = IndexGranularity::kPerKvGroup;  // of the output rows
   PassPlan scoring;                  // the full-length pass
   PassPlan sparse;                   // the sparse output pass (when !dense_output)
-  detail::TopkPlan topk;             // the Top-k's chunking of the pooled rows
+  detail::TopkPlan topk;             // the Top-k's chunking of the pooled rows (fused: by rows, the
+                                     // fused cluster in topk.row_cluster)
+  bool fused_pooling = false;        // options.pool_fusion == kFused
   WorkspaceLayout workspace;
 };
 
@@ -61,6 +72,8 @@ struct AnchorRunExtras {
   const int32_t* head_map = nullptr;   // [G] rows the sparse output reads (null: g·R/G)
   float* exact_lse = nullptr;          // [B, H] LSE over all keys (sparse output only; a dense
                                        // output's out.lse already is that LSE)
+  bool write_pooled_scores = false;    // fused pooling: also write the pooled scores to the workspace
+                                       // (anchor_pooled_scores); the separate kernels always do
 };
 
 // rows: device output rows (num_rows = R, plan.granularity; k_max >= plan.k_max when
@@ -71,7 +84,8 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
                      const AnchorRunExtras& extras, void* workspace, cudaStream_t stream);
 
 // The pooled scores of the last run inside the workspace: device [B, R, plan.logits_stride] fp32,
-// valid for j < kv_len[b]. For tests and diagnostics.
+// valid for j < kv_len[b] — with the fused pooling only after a run with write_pooled_scores. For
+// tests, LessIsMore and diagnostics.
 const float* anchor_pooled_scores(const AnchorDecodePlan& plan, const void* workspace);
 
 }  // namespace kascade::cuda

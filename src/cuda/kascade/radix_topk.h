@@ -49,6 +49,13 @@ Result<TopkPlan> plan_topk_for(int64_t rows_total, int32_t max_seq_len, int32_t 
 Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len, TopkAlgorithm algorithm = TopkAlgorithm::kAuto,
                            int32_t row_cluster = 0);
 
+// The cluster of the fused pooling + row Top-k (each CTA pools its slice of a row into shared
+// memory) for rows of up to max_seq_len keys: the smallest power of two >= min_cluster whose slices
+// hold at most kFusedPoolSliceKeys keys (two CTAs per SM); failing that, the largest cluster
+// (kRowTopkMaxCluster, or 1 without clusters) if its slices hold at most kFusedPoolMaxSliceKeys;
+// 0 when no cluster holds the row. Host arithmetic only; tested without a GPU.
+int32_t fused_pool_cluster(int32_t max_seq_len, int32_t min_cluster, bool clusters);
+
 // The scratch views inside `scratch` (plan.scratch_bytes, 256-byte aligned).
 TopkScratch topk_scratch_at(const TopkPlan& plan, void* scratch);
 

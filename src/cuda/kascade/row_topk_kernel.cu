@@ -5,25 +5,31 @@
 // histograms and counts through distributed shared memory. Same result as the chunked radix select
 // (radix_topk_kernels.cu): the k largest scores, ties to the lower index, ascending index order,
 // −1 after k, row_lens = k. Few rows (B = 4, 8 at G = 8) take clusters so that the GPU fills.
+// With the fused pooling (anchor decode, TopkParams::fused_pooling) the slice's scores are not read:
+// each CTA first pools them from the logits into shared memory (pool_device.cuh, the same bits as
+// the pooling kernel), counting their first digit as it goes, and every later pass reads that copy.
 //   1. The first radix digit (bits 31..21 of the order-preserving key): its histogram comes from
-//      the pooling kernel (anchor decode; the CTA clears it for the next run) or from a pass over
-//      the row; the digit d1 holding the k-th largest key is chosen (choose_digit).
+//      the pooling kernel (anchor decode; the CTA clears it for the next run), from the fused
+//      pooling, or from a pass over the row; the digit d1 holding the k-th largest key is chosen
+//      (choose_digit).
 //   2. One pass over the CTA's slice, 32 consecutive scores per warp load, the next step's loads in flight
 //      while a step is processed: a ballot of "first digit > d1" is the word of an n-bit mask of
 //      selected keys (written by the warp that loaded it, no atomics); keys whose first digit is
 //      d1 — the candidates, hist1[d1] of them — are appended (key, index) to a shared list when
-//      they fit (kRowTopkCandidates), one shared atomic per warp and step reserving the slots.
+//      they fit (kRowTopkCandidates; no list with the fused pooling), one shared atomic per warp
+//      and step reserving the slots.
 //   3. The last two digits are chosen on the candidate lists (shared histograms, summed over the
 //      cluster), giving the k-th
 //      largest key T and take_eq = how many keys equal to T are selected; candidates > T set their
 //      bit, candidates == T set a bit of a second mask. When the candidates did not fit, the same
-//      is done by passes over the row instead (digit 2, digit 3, marking: three more reads).
+//      is done by passes over the row instead (digit 2, digit 3, marking: three more reads; with
+//      the fused pooling, passes over the shared-memory slice).
 //   4. The first take_eq bits of the "== T" mask (lowest indices) join the selection; a block scan
 //      of the mask's popcounts, offset by the counts of the cluster's lower ranks, gives every
 //      thread its output position, and the set bits come out in ascending index order.
 // Tested by tests/cuda/test_radix_topk.cpp (exact equality with ref::topk_select_ref, ties
 // included, both the candidate list and the passes, clusters of 1, 2 and the plan's) and
-// test_anchor_decode.cpp.
+// test_anchor_decode.cpp (the fused pooling: pooled scores and rows equal to the separate kernels').
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -31,6 +37,7 @@
 
 #include "cuda/common/device_errors.h"
 #include "cuda/common/device_primitives.cuh"
+#include "cuda/kascade/pool_device.cuh"
 #include "cuda/kascade/selection_kernels.h"
 #include "cuda/kascade/topk_device.cuh"
 
@@ -45,26 +52,40 @@ constexpr uint32_t kFirstShift = kTopkFirstShift;
 namespace cg = cooperative_groups;
 
 // Shared memory of one CTA (dynamic): the two masks of its slice, the candidate list, its
-// histogram and (clusters) the cluster's summed histogram.
+// histogram, (clusters) the cluster's summed histogram and (fused pooling) the slice's scores.
+// row_topk_smem_bytes sizes the same layout.
 struct RowSmem {
   uint32_t* selected;   // [words] bit i: key i of the slice is in the Top-k
   uint32_t* equal;      // [words] bit i: key i of the slice equals the k-th largest key T
-  uint32_t* cand_key;   // [kRowTopkCandidates]
-  int32_t* cand_index;  // [kRowTopkCandidates] row index of the key
+  uint32_t* cand_key;   // [candidates]
+  int32_t* cand_index;  // [candidates] row index of the key
   int* hist;            // [kTopkBins] this CTA's counts
   int* hist_sum;        // [kTopkBins] the cluster's counts (clusters of more than one CTA)
+  float* scores;        // [words · 32] the slice's pooled scores (fused pooling), else null
 };
 
-__device__ __forceinline__ RowSmem row_smem(uint32_t* base, int words) {
+__device__ __forceinline__ RowSmem row_smem(uint32_t* base, int words, int candidates, int ranks, bool pooled_slice) {
   RowSmem s;
   s.selected = base;
   s.equal = base + words;
   s.cand_key = base + 2 * words;
-  s.cand_index = reinterpret_cast<int32_t*>(s.cand_key + kRowTopkCandidates);
-  s.hist = s.cand_index + kRowTopkCandidates;
+  s.cand_index = reinterpret_cast<int32_t*>(s.cand_key + candidates);
+  s.hist = s.cand_index + candidates;
   s.hist_sum = s.hist + kTopkBins;
+  s.scores = pooled_slice ? reinterpret_cast<float*>(s.hist + (ranks > 1 ? 2 : 1) * kTopkBins) : nullptr;
   return s;
 }
+
+// Where a CTA reads the scores of its slice (index i in the slice): the pooled rows in global memory
+// (read once, so through L2 only) or the copy the fused pooling left in shared memory.
+struct GlobalScores {
+  const float* slice;
+  __device__ __forceinline__ float operator()(int i) const { return __ldcg(slice + i); }
+};
+struct SharedScores {
+  const float* slice;
+  __device__ __forceinline__ float operator()(int i) const { return slice[i]; }
+};
 
 // Clusters exist from sm_90 on; an older build never gets ranks > 1 (the plan and the launcher refuse).
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
@@ -117,20 +138,21 @@ __device__ __forceinline__ int2 cluster_prefix(int value, int* slot, int ranks, 
 #endif
 }
 
-// One pass over scores[0, n) in steps of kStep scores: f(base, x) with x[u] the score at
-// i = base + u·kThreads + threadIdx.x (0 past n), so every warp holds 32 consecutive i per u and
+// One pass over the slice's scores [0, n) in steps of kStep scores: f(base, x) with x[u] the score
+// at i = base + u·kThreads + threadIdx.x (0 past n), so every warp holds 32 consecutive i per u and
 // ballots inside f see whole words. The next step's loads are issued before f runs on the current
-// one, so a CTA keeps a step of loads in flight while it works.
-__device__ __forceinline__ void load_step(const float* scores, int n, int base, float (&x)[kLoads]) {
+// one, so a CTA keeps a step of loads in flight while it works. Src: GlobalScores or SharedScores.
+template <typename Src>
+__device__ __forceinline__ void load_step(const Src& scores, int n, int base, float (&x)[kLoads]) {
 #pragma unroll
   for (int u = 0; u < kLoads; ++u) {
     const int i = base + u * kThreads + static_cast<int>(threadIdx.x);
-    x[u] = i < n ? __ldcg(scores + i) : 0.0f;
+    x[u] = i < n ? scores(i) : 0.0f;
   }
 }
 
-template <typename F>
-__device__ __forceinline__ void for_each_step(const float* scores, int n, F&& f) {
+template <typename Src, typename F>
+__device__ __forceinline__ void for_each_step(const Src& scores, int n, F&& f) {
   float x[kLoads], next[kLoads];
   load_step(scores, n, 0, x);
   for (int base = 0; base < n; base += kStep) {  // block-uniform trip count
@@ -142,8 +164,8 @@ __device__ __forceinline__ void for_each_step(const float* scores, int n, F&& f)
 }
 
 // f(i, key, valid) for every i in [0, n) and for the padding of the last step (valid = false).
-template <typename F>
-__device__ __forceinline__ void for_each_score(const float* scores, int n, F&& f) {
+template <typename Src, typename F>
+__device__ __forceinline__ void for_each_score(const Src& scores, int n, F&& f) {
   for_each_step(scores, n, [&](int base, const float (&x)[kLoads]) {
 #pragma unroll
     for (int u = 0; u < kLoads; ++u) {
@@ -155,7 +177,8 @@ __device__ __forceinline__ void for_each_score(const float* scores, int n, F&& f
 
 // This CTA's histogram of one digit over the keys of its slice whose higher digits equal `prefix`
 // (under `mask`).
-__device__ __forceinline__ void count_digit(const float* scores, int n, int* hist, int bins, uint32_t shift,
+template <typename Src>
+__device__ __forceinline__ void count_digit(const Src& scores, int n, int* hist, int bins, uint32_t shift,
                                             uint32_t prefix, uint32_t mask) {
   for (int i = threadIdx.x; i < bins; i += kThreads) hist[i] = 0;
   __syncthreads();
@@ -167,20 +190,76 @@ __device__ __forceinline__ void count_digit(const float* scores, int n, int* his
   __syncthreads();
 }
 
+// The fused pooling: the pooled scores of the slice's keys [key0, key0 + n_slice) of row (b, r) =
+// (blockIdx.z, blockIdx.y) into sm.scores[0, n_slice) (and pool.pooled_out when set), their first
+// radix digit counted into sm.hist (zeroed here). kKeys keys per thread and step (64 bytes of
+// logits, their loads in flight together); consecutive threads on consecutive keys.
+template <int GP, bool kMax>
+__device__ __forceinline__ void pool_slice(const TopkParams& p, int64_t row_index, int key0, int n_slice,
+                                           const RowSmem& sm) {
+  constexpr int kKeys = GP <= 4 ? 4 : 2;
+  for (int i = threadIdx.x; i < kTopkBins; i += kThreads) sm.hist[i] = 0;
+  __syncthreads();
+  const FusedPooling& f = p.pool;
+  const int b = blockIdx.z;
+  const PoolRowHeads rh = pool_row_heads(f.num_heads, f.num_kv_heads, p.num_rows, static_cast<int>(blockIdx.y));
+  const float* lse_b = f.lse + static_cast<int64_t>(b) * f.num_heads;
+  float* out = f.pooled_out != nullptr ? f.pooled_out + row_index * p.stride + key0 : nullptr;
+  BinCache cache;
+  for (int base = 0; base < n_slice; base += kThreads * kKeys) {  // block-uniform trip count
+    int keys[kKeys];
+#pragma unroll
+    for (int e = 0; e < kKeys; ++e) {
+      const int i = base + e * kThreads + static_cast<int>(threadIdx.x);
+      keys[e] = i < n_slice ? key0 + i : -1;
+    }
+    float acc[kKeys] = {};
+    for (int kv = rh.kv_first; kv <= rh.kv_last; ++kv) {
+      const float* group_logits = f.logits + (static_cast<int64_t>(b) * f.num_kv_heads + kv) * p.stride * GP;
+      pool_group_keys<kMax, GP>(group_logits, lse_b, rh, kv, keys, acc);
+    }
+#pragma unroll
+    for (int e = 0; e < kKeys; ++e) {
+      const int i = base + e * kThreads + static_cast<int>(threadIdx.x);
+      if (i < n_slice) {
+        sm.scores[i] = acc[e];
+        if (out != nullptr) out[i] = acc[e];
+      }
+      cache.add(sm.hist, i < n_slice ? static_cast<int>(float_order_key(acc[e]) >> kFirstShift) : -1);
+    }
+  }
+  cache.flush(sm.hist);
+  __syncthreads();
+}
+
 // grid (C, R, B), clusters of (C, 1, 1); words: the mask words of one slice (smem sizing).
-__global__ void __launch_bounds__(kThreads) row_topk_kernel(const TopkParams p, int words) {
+// kGP = 0: the slice's scores come from p.scores; kGP = 1, 2, 4, 8: the fused pooling from logits
+// blocks of kGP floats, summed (kMax = false) or maxed over a row's heads. Two CTAs per SM
+// (<= 64 registers): the fused slices of up to kFusedPoolSliceKeys keys are sized for it.
+template <int kGP, bool kMax>
+__global__ void __launch_bounds__(kThreads, 2) row_topk_kernel(const TopkParams p, int words) {
+  constexpr bool kFused = kGP > 0;
+  constexpr int kCandidates = kFused ? 0 : kRowTopkCandidates;
   extern __shared__ uint4 smem_raw[];
-  const RowSmem sm = row_smem(reinterpret_cast<uint32_t*>(smem_raw), words);
+  const int ranks = static_cast<int>(gridDim.x), rank = static_cast<int>(blockIdx.x);
+  const RowSmem sm = row_smem(reinterpret_cast<uint32_t*>(smem_raw), words, kCandidates, ranks, kFused);
   __shared__ int scratch[kThreads / 32 + 1];
   __shared__ int chosen[2];
   __shared__ int cand_count;
   __shared__ int exchange;
   const int tid = threadIdx.x, lane = tid & 31;
-  const int ranks = static_cast<int>(gridDim.x), rank = static_cast<int>(blockIdx.x);
   const TopkRow row = topk_row(p, tid == 0 && rank == 0);
   int* global_hist = p.scratch.histograms + row.index * kTopkBins;
   int32_t* out = p.indices + row.index * p.k_max;
   const int n = row.n, k = row.k;
+  // This CTA's slice: keys [key0, key0 + n_slice), whole words but for the row's last.
+  const int row_words = (n + 31) / 32;
+  const int slice_words = (row_words + ranks - 1) / ranks;
+  const int key0 = min(n, rank * slice_words * 32);
+  const int n_slice = min(n, key0 + slice_words * 32) - key0;
+  const int n_words = (n_slice + 31) / 32;
+  // The fused pooling runs first: its scores are also an output (pooled_out) when nothing is selected.
+  if constexpr (kFused) pool_slice<kGP, kMax>(p, row.index, key0, n_slice, sm);
   if (tid == 0 && rank == 0) p.row_lens[row.index] = k;
   if (k == 0 || k >= n) {  // nothing to select (k == n: every index); a histogram the pooling filled is cleared
     if (rank == 0) {
@@ -190,19 +269,21 @@ __global__ void __launch_bounds__(kThreads) row_topk_kernel(const TopkParams p, 
     }
     return;  // the same for every rank: no cluster barrier is left waiting
   }
-  // This CTA's slice: keys [key0, key0 + n_slice), whole words but for the row's last.
-  const int row_words = (n + 31) / 32;
-  const int slice_words = (row_words + ranks - 1) / ranks;
-  const int key0 = min(n, rank * slice_words * 32);
-  const int n_slice = min(n, key0 + slice_words * 32) - key0;
-  const float* slice = row.scores + key0;
-  const int n_words = (n_slice + 31) / 32;
+  const auto slice = [&] {
+    if constexpr (kFused) {
+      return SharedScores{sm.scores};
+    } else {
+      return GlobalScores{row.scores + key0};
+    }
+  }();
   for (int i = tid; i < n_words; i += kThreads) sm.selected[i] = sm.equal[i] = 0u;
   if (tid == 0) cand_count = 0;
 
   // ---- 1. the first digit
   const int* hist = sm.hist;
-  if (p.first_digit_counted) {
+  if (kFused) {
+    hist = row_histogram(sm, kTopkBins, ranks);  // the fused pooling counted this CTA's
+  } else if (p.first_digit_counted) {
     for (int i = tid; i < kTopkBins; i += kThreads) {
       sm.hist[i] = __ldcg(global_hist + i);
       if (ranks == 1) global_hist[i] = 0;  // ready for the next run (clusters: at the end)
@@ -216,7 +297,7 @@ __global__ void __launch_bounds__(kThreads) row_topk_kernel(const TopkParams p, 
   const DigitChoice c1 = choose_digit(hist, kTopkBins, k_rem, scratch, chosen);
   k_rem -= c1.above;
   const uint32_t d1 = static_cast<uint32_t>(c1.digit);
-  const bool listed = hist[d1] <= kRowTopkCandidates;  // the row's candidates: every slice's fit
+  const bool listed = kCandidates > 0 && hist[d1] <= kCandidates;  // the row's candidates: every slice's fit
   __syncthreads();  // the histograms are reused below
 
   // ---- 2. one pass: first digit > d1 selected (mask words by ballot), first digit == d1 listed
@@ -243,7 +324,7 @@ __global__ void __launch_bounds__(kThreads) row_topk_kernel(const TopkParams p, 
 #pragma unroll
     for (int u = 0; u < kLoads; ++u) {
       const int mine = slot + __popc(cands[u] & lanes_below);
-      if ((cands[u] >> lane) & 1u && mine < kRowTopkCandidates) {  // always fits, unless the pooled histogram disagrees with the scores
+      if ((cands[u] >> lane) & 1u && mine < kCandidates) {  // always fits, unless the pooled histogram disagrees with the scores
         sm.cand_key[mine] = keys[u];
         sm.cand_index[mine] = base + u * kThreads + tid;  // in the slice
       }
@@ -257,7 +338,7 @@ __global__ void __launch_bounds__(kThreads) row_topk_kernel(const TopkParams p, 
   const uint32_t prefix1 = d1 << kFirstShift;
   uint32_t threshold = 0;
   if (listed) {
-    const int candidates = min(cand_count, kRowTopkCandidates);  // this slice's
+    const int candidates = min(cand_count, kCandidates);  // this slice's
     for (int i = tid; i < kTopkBins; i += kThreads) sm.hist[i] = 0;
     __syncthreads();
     for (int c = tid; c < candidates; c += kThreads) atomicAdd(&sm.hist[(sm.cand_key[c] >> 10) & 2047u], 1);
@@ -344,27 +425,62 @@ __global__ void __launch_bounds__(kThreads) row_topk_kernel(const TopkParams p, 
 
 }  // namespace
 
-size_t row_topk_smem_bytes(int32_t max_seq_len, int32_t cluster) {
-  const size_t row_words = (static_cast<size_t>(max_seq_len) + 31) / 32;
-  const size_t words = (row_words + cluster - 1) / cluster;
-  return 2 * words * sizeof(uint32_t) + size_t(kRowTopkCandidates) * (sizeof(uint32_t) + sizeof(int32_t)) +
-         size_t(cluster > 1 ? 2 : 1) * kTopkBins * sizeof(int);
+int32_t row_topk_slice_keys(int32_t max_seq_len, int32_t cluster) {
+  const int64_t row_words = (static_cast<int64_t>(max_seq_len) + 31) / 32;
+  return static_cast<int32_t>((row_words + cluster - 1) / cluster * 32);
 }
+
+size_t row_topk_smem_bytes(int32_t max_seq_len, int32_t cluster, bool fused_pooling) {
+  const size_t slice_keys = static_cast<size_t>(row_topk_slice_keys(max_seq_len, cluster));
+  const size_t words = slice_keys / 32;
+  const size_t candidates = fused_pooling ? 0 : size_t(kRowTopkCandidates);
+  return 2 * words * sizeof(uint32_t) + candidates * (sizeof(uint32_t) + sizeof(int32_t)) +
+         size_t(cluster > 1 ? 2 : 1) * kTopkBins * sizeof(int) + (fused_pooling ? slice_keys * sizeof(float) : 0);
+}
+
+namespace {
+
+using RowTopkKernel = void (*)(const TopkParams, int);
+
+// The kernel for the params: scores from global memory, or the fused pooling for its block width.
+RowTopkKernel row_topk_kernel_for(const TopkParams& params) {
+  if (params.fused_pooling == 0) return row_topk_kernel<0, false>;
+  const bool max = params.pool.reduce_max != 0;
+  switch (params.pool.logits_heads) {
+    case 1: return max ? row_topk_kernel<1, true> : row_topk_kernel<1, false>;
+    case 2: return max ? row_topk_kernel<2, true> : row_topk_kernel<2, false>;
+    case 4: return max ? row_topk_kernel<4, true> : row_topk_kernel<4, false>;
+    case 8: return max ? row_topk_kernel<8, true> : row_topk_kernel<8, false>;
+    default: return nullptr;
+  }
+}
+
+bool fused_pooling_valid(const TopkParams& params) {
+  const FusedPooling& f = params.pool;
+  return f.logits != nullptr && f.lse != nullptr && f.num_kv_heads >= 1 && f.num_heads % f.num_kv_heads == 0 &&
+         f.num_heads % params.num_rows == 0 && f.logits_heads >= f.num_heads / f.num_kv_heads &&
+         params.first_digit_counted == 0 && params.stride % 4 == 0 &&
+         row_topk_slice_keys(params.max_seq_len, params.row_cluster) <= kFusedPoolMaxSliceKeys;
+}
+
+}  // namespace
 
 cudaError_t launch_row_topk(const TopkParams& params, int batch, cudaStream_t stream) {
   const int cluster = params.row_cluster;
+  const bool fused = params.fused_pooling != 0;
   if (batch < 1 || params.num_rows < 1 || params.k_max < 1 || params.max_seq_len < 1 ||
       params.max_seq_len > kRowTopkMaxKeys || (params.first_digit_counted && params.scratch.histograms == nullptr) ||
-      (cluster != 1 && cluster != 2 && cluster != 4 && cluster != 8))
+      (cluster != 1 && cluster != 2 && cluster != 4 && cluster != 8) || (fused && !fused_pooling_valid(params)))
     return cudaErrorInvalidValue;
-  const size_t smem = row_topk_smem_bytes(params.max_seq_len, cluster);
-  const cudaError_t e = cudaFuncSetAttribute(row_topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem));
+  const RowTopkKernel kernel = row_topk_kernel_for(params);
+  if (kernel == nullptr) return cudaErrorInvalidValue;
+  const size_t smem = row_topk_smem_bytes(params.max_seq_len, cluster, fused);
+  const cudaError_t e =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (e != cudaSuccess) return e;
-  const int row_words = (params.max_seq_len + 31) / 32;
-  const int words = (row_words + cluster - 1) / cluster;
+  const int words = row_topk_slice_keys(params.max_seq_len, cluster) / 32;
   if (cluster == 1) {  // a plain launch (any GPU)
-    row_topk_kernel<<<dim3(1, params.num_rows, batch), kThreads, smem, stream>>>(params, words);
+    kernel<<<dim3(1, params.num_rows, batch), kThreads, smem, stream>>>(params, words);
     return cudaGetLastError();
   }
   cudaLaunchConfig_t config = {};
@@ -379,7 +495,7 @@ cudaError_t launch_row_topk(const TopkParams& params, int batch, cudaStream_t st
   attribute[0].val.clusterDim.z = 1;
   config.attrs = attribute;
   config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, row_topk_kernel, params, words);
+  return cudaLaunchKernelEx(&config, kernel, params, words);
 }
 
 }  // namespace kascade::cuda::detail

@@ -47,6 +47,21 @@ struct TopkScratch {
   int32_t* chunk_counts = nullptr;  // [B, R, max_chunks, 2] keys > T and == T per chunk
 };
 
+// The fused pooling of the row kernel (row_topk_kernel.cu with TopkParams::fused_pooling): each CTA
+// pools its slice of row (b, r) from the logits into shared memory (pool_device.cuh: the same bits as
+// pool_scores_kernel) and selects from there, so the pooled scores are neither written nor read
+// back and one launch goes. They are written to pooled_out only when it is set (tests, LessIsMore,
+// diagnostics). Logits rows share TopkParams::stride.
+struct FusedPooling {
+  const float* logits = nullptr;   // [B, G, stride, logits_heads] (the scoring pass's key-major logits)
+  const float* lse = nullptr;      // [B, H] natural-log LSE over all keys
+  float* pooled_out = nullptr;     // [B, R, stride] or null
+  int32_t num_heads = 0;           // H (R divides H)
+  int32_t num_kv_heads = 0;        // G, divides H
+  int32_t logits_heads = 0;        // floats per key of a group block: g rounded up to 1, 2, 4 or 8
+  int32_t reduce_max = 0;          // 0: sum, 1: max
+};
+
 // For each (b, r): the k = k_per_seq[b], or k(n) when k_per_seq is null (n = kv_len[b],
 // DESIGN.md §2.1), largest of scores[b][r][0..n),
 // ties to the lower index, written in ascending index order to indices[b][r][0..k), −1 after;
@@ -54,7 +69,8 @@ struct TopkScratch {
 // (11 + 11 + 10 bit digits, one histogram pass each over chunks of `chunk` scores, one CTA per
 // chunk), then one compaction pass (radix_topk_kernels.cu).
 struct TopkParams {
-  const float* scores = nullptr;     // [B, R, stride], rows 16-byte aligned (stride % 4 == 0)
+  const float* scores = nullptr;     // [B, R, stride], rows 16-byte aligned (stride % 4 == 0); unused
+                                     // (may be null) with fused_pooling
   const int32_t* kv_lens = nullptr;  // [B]
   int32_t* indices = nullptr;        // [B, R, k_max]
   int32_t* row_lens = nullptr;       // [B, R]
@@ -71,6 +87,8 @@ struct TopkParams {
   int32_t max_chunks = 0;            // chunk · max_chunks >= max_seq_len
   int32_t by_rows = 0;               // 1: the row kernel (row_topk_kernel.cu), max_seq_len <= kRowTopkMaxKeys
   int32_t row_cluster = 1;           // the row kernel's CTAs per row (a cluster): 1, 2, 4 or 8
+  int32_t fused_pooling = 0;         // 1: the row kernel pools its slices from `pool` (by_rows only)
+  FusedPooling pool;
 };
 // The chunked select, or the row kernel when params.by_rows.
 cudaError_t launch_radix_topk(const TopkParams& params, int batch, cudaStream_t stream);
@@ -83,7 +101,15 @@ constexpr int32_t kRowTopkMaxKeys = 262144;
 constexpr int kRowTopkCandidates = 8192;
 constexpr int32_t kRowTopkMaxCluster = 8;       // the portable cluster size
 constexpr int32_t kRowTopkMinSliceKeys = 8192;  // a cluster's CTAs get at least this many keys each
-size_t row_topk_smem_bytes(int32_t max_seq_len, int32_t cluster);
+// With the fused pooling a CTA also holds its slice's pooled scores (fp32) in shared memory and no
+// candidate list (the digits after the first are counted by passes over that slice): slices of at
+// most kFusedPoolSliceKeys keys leave room for two CTAs per SM, kFusedPoolMaxSliceKeys is the most
+// one CTA holds.
+constexpr int32_t kFusedPoolSliceKeys = 16384;
+constexpr int32_t kFusedPoolMaxSliceKeys = 32768;
+// Keys of one CTA's slice: whole 32-key words, the row's words split over the cluster.
+int32_t row_topk_slice_keys(int32_t max_seq_len, int32_t cluster);
+size_t row_topk_smem_bytes(int32_t max_seq_len, int32_t cluster, bool fused_pooling = false);
 cudaError_t launch_row_topk(const TopkParams& params, int batch, cudaStream_t stream);
 
 }  // namespace kascade::cuda::detail

@@ -2,8 +2,8 @@
 // checking one sequence's lengths against the plan, locating a tile slot of the compact index rows,
 // the paged-cache row offset of a key, the 128-byte-swizzled shared-memory layout of 16-bit row
 // tiles, the cp.async loads of such tiles, Q·Kᵀ for one warp (mma.sync) or one warpgroup (wgmma,
-// sm_90a), and ex2.approx.
-// Builds on cuda/common/device_primitives.cuh (cp.async, ldmatrix, m16n8k16 MMA).
+// sm_90a).
+// Builds on cuda/common/device_primitives.cuh (cp.async, ldmatrix, m16n8k16 MMA, ex2.approx).
 // Device-only; tested through the kernels (tests/cuda/test_prefill_*.cpp).
 #pragma once
 
@@ -22,6 +22,7 @@ using detail::cp_async_16;
 using detail::cp_async_16_or_zeros;
 using detail::cp_async_commit;
 using detail::cp_async_wait;
+using detail::fast_exp2;
 using detail::ldmatrix_x4;
 using detail::ldmatrix_x4_trans;
 using detail::Mma16;
@@ -30,12 +31,6 @@ using detail::smem_address;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-// 2^x with the MUFU unit (|rel. error| ~ 2^-22); ex2(-inf) = +0.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
 
 __device__ __forceinline__ void report_error(const CallArgs& c, uint32_t bit) { atomicOr(c.errors, bit); }
 
