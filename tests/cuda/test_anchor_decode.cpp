@@ -339,14 +339,8 @@ TEST(AnchorDecode, FusedPoolingWithoutWrittenScoresSelectsTheSameRows) {
 
 TEST(AnchorDecode, FusedPoolingRefusesWhatItCannotHold) {
   KC_SKIP_WITHOUT_GPU();
-  DecodeShape s;
-  s.dtype = DType::kBF16;
-  s.batch = 2;
-  s.num_heads = 8;
-  s.num_kv_heads = 2;
-  s.head_dim = 128;
-  s.page_size = 16;
-  s.max_seq_len = 100000;
+  DecodeShape s{DType::kBF16, /*batch=*/2, /*num_heads=*/8, /*num_kv_heads=*/2, /*head_dim=*/128, /*page_size=*/16,
+                /*max_seq_len=*/100000};
   AnchorOptions o = options(2, ScoreReduce::kSum, false);
   o.pool_fusion = PoolFusion::kFused;
   o.topk_algorithm = TopkAlgorithm::kChunked;
@@ -373,14 +367,8 @@ TEST(AnchorDecode, FusedPoolingRefusesWhatItCannotHold) {
 
 TEST(AnchorDecode, RefusesPoolingThatCannotServeTheOutput) {
   KC_SKIP_WITHOUT_GPU();
-  DecodeShape s;
-  s.dtype = DType::kF16;
-  s.batch = 2;
-  s.num_heads = 12;
-  s.num_kv_heads = 4;
-  s.head_dim = 128;
-  s.page_size = 16;
-  s.max_seq_len = 1000;
+  DecodeShape s{DType::kF16, /*batch=*/2, /*num_heads=*/12, /*num_kv_heads=*/4, /*head_dim=*/128, /*page_size=*/16,
+                /*max_seq_len=*/1000};
   auto bad = plan_anchor_decode(s, options(5, ScoreReduce::kSum, false));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("num_rows is 5"), std::string::npos) << bad.status().message();
