@@ -38,6 +38,7 @@
 
 #include "bench_check.h"
 #include "bench_device.h"
+#include "bench_timer.h"
 #include "cuda/attention/dense_decode.h"
 #include "cuda/common/device_errors.h"
 #include "cuda/kascade/anchor_decode.h"
@@ -110,80 +111,6 @@ Options parse(int argc, char** argv) {
     else { std::fprintf(stderr, "unknown option %s\n", key.c_str()); std::exit(2); }
   }
   return o;
-}
-
-// Owning device allocation.
-struct Device {
-  void* p = nullptr;
-  explicit Device(size_t bytes) { BENCH_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16))); }
-  ~Device() { cudaFree(p); }
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
-  template <typename T>
-  T* as() const { return static_cast<T*>(p); }
-};
-
-struct Timer {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  static constexpr size_t kFlushBytes = size_t{256} << 20;
-  Device flush{kFlushBytes};
-  Device flush_sink{sizeof(unsigned long long)};
-  std::string flush_mode = "write";
-  Timer() {
-    BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    BENCH_CHECK(cudaEventCreate(&start));
-    BENCH_CHECK(cudaEventCreate(&stop));
-  }
-  // Median (and min) microseconds of `reps` replays, each after an L2 flush.
-  std::pair<double, double> time_graph(cudaGraphExec_t exec, int reps) {
-    for (int i = 0; i < 2; ++i) BENCH_CHECK(cudaGraphLaunch(exec, stream));
-    std::vector<double> us;
-    for (int r = 0; r < reps; ++r) {
-      if (flush_mode == "write") BENCH_CHECK(cudaMemsetAsync(flush.p, r & 0xff, kFlushBytes, stream));
-      if (flush_mode == "read") BENCH_CHECK(read_all(flush.p, kFlushBytes, flush_sink.as<unsigned long long>(), stream));
-      BENCH_CHECK(cudaEventRecord(start, stream));
-      BENCH_CHECK(cudaGraphLaunch(exec, stream));
-      BENCH_CHECK(cudaEventRecord(stop, stream));
-      BENCH_CHECK(cudaEventSynchronize(stop));
-      float ms = 0.0f;
-      BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
-      us.push_back(ms * 1000.0);
-    }
-    std::sort(us.begin(), us.end());
-    return {us[us.size() / 2], us.front()};
-  }
-  template <typename Fn>
-  cudaGraphExec_t capture(Fn&& fn) {
-    cudaGraph_t graph = nullptr;
-    BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    const Status st = fn(stream);
-    BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
-    BENCH_OK(st);
-    cudaGraphExec_t exec = nullptr;
-    BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    BENCH_CHECK(cudaGraphDestroy(graph));
-    return exec;
-  }
-};
-
-double measure_read_roof(Timer& timer, int reps) {
-  const size_t bytes = size_t{4} << 30;
-  Device data(bytes), sink(sizeof(unsigned long long));
-  BENCH_CHECK(fill_random_16bit(data.p, bytes / 2, false, 7, 1.0f, timer.stream));
-  BENCH_CHECK(cudaStreamSynchronize(timer.stream));
-  std::vector<double> us;
-  for (int r = 0; r < reps + 2; ++r) {
-    BENCH_CHECK(cudaEventRecord(timer.start, timer.stream));
-    BENCH_CHECK(read_all(data.p, bytes, sink.as<unsigned long long>(), timer.stream));
-    BENCH_CHECK(cudaEventRecord(timer.stop, timer.stream));
-    BENCH_CHECK(cudaEventSynchronize(timer.stop));
-    float ms = 0.0f;
-    BENCH_CHECK(cudaEventElapsedTime(&ms, timer.start, timer.stop));
-    if (r >= 2) us.push_back(ms * 1000.0);
-  }
-  std::sort(us.begin(), us.end());
-  return static_cast<double>(bytes) / (us[us.size() / 2] * 1e-6) / 1e9;
 }
 
 struct Result {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/pack_gpu_bins.sh — packs a CUDA build's binaries for the GPU machine (which lacks most
-# Debian -dev libraries): kascade_cuda_tests and the kascade CLI, kascade_bench_prefill and
-# kascade_bench_decode when built, stripped, with the shared libraries they need from this machine
-# (OpenBLAS, PCRE2, libgomp, gfortran, quadmath) in lib/, into one xz tarball (~11 MB) that a
+# Debian -dev libraries): kascade_cuda_tests and the kascade CLI, kascade_bench_prefill,
+# kascade_bench_decode and kascade_bench_linear when built, stripped, with the shared libraries they
+# need from this machine (OpenBLAS, PCRE2, libgomp, gfortran, quadmath) in lib/, into one xz tarball (~11 MB) that a
 # device call carries and unpacks for scripts/gpu_checks.sh:
 #   scripts/pack_gpu_bins.sh BUILD_DIR OUT.tar.xz
 #   (on the GPU machine) mkdir -p /tmp/b && tar xJf OUT.tar.xz -C /tmp/b && scripts/gpu_checks.sh /tmp/b OUT_DIR
@@ -14,7 +14,8 @@ tarball=${2:?OUT.tar.xz}
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/lib"
-binaries=(tests/kascade_cuda_tests tools/kascade bench/prefill/kascade_bench_prefill bench/kascade_bench_decode)
+binaries=(tests/kascade_cuda_tests tools/kascade bench/prefill/kascade_bench_prefill bench/kascade_bench_decode
+          bench/kascade_bench_linear)
 [[ "${CLI_ONLY:-0}" == 1 ]] && binaries=(tools/kascade)
 for b in "${binaries[@]}"; do
   if [[ -f "$build/$b" ]]; then

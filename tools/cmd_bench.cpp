@@ -76,6 +76,7 @@ struct E2eArgs {
   uint64_t seed = 0;
   bool no_cuda_graph = false;
   bool pipelined_decode = true;
+  bool small_m_linear = false;
   bool no_warmup = false;
   std::string json;
 };
@@ -215,6 +216,7 @@ Status run_e2e(const E2eArgs& a) {
   o.page_size = a.page_size;
   o.cuda_graph = !a.no_cuda_graph;
   o.pipelined_decode = a.pipelined_decode;
+  o.small_m_linear = a.small_m_linear;
   KC_ASSIGN_OR_RETURN(o.attention, attention_for(policies.front(), a));
   std::fprintf(stderr, "kascade bench e2e: %s, generating dummy %s weights and uploading them...\n",
                device_name(a.cuda_device).c_str(), dtype_name(dtype));
@@ -305,6 +307,7 @@ Status run_e2e(const E2eArgs& a) {
     j["decode_steps"] = a.decode_steps;
     j["cuda_graph"] = !a.no_cuda_graph;
     j["pipelined_decode"] = a.pipelined_decode;
+    j["small_m_linear"] = a.small_m_linear;
     j["topk_fraction"] = a.topk_fraction;
     j["k_min"] = a.k_min;
     j["anchors"] = a.calibration.empty() ? a.anchors : "from " + a.calibration;
@@ -343,6 +346,8 @@ int run_bench(int argc, char** argv) {
   e2e->add_flag("--pipelined-decode,!--no-pipelined-decode", a.pipelined_decode,
                 "launch decode step t + 1 before reading step t's tokens (the default); --no-pipelined-decode: "
                 "step by step");
+  e2e->add_flag("--small-m-linear", a.small_m_linear,
+                "decode linear layers (<= 8 rows) through the weight-streaming kernel instead of cuBLAS");
   e2e->add_flag("--no-warmup", a.no_warmup, "skip the short warm-up run before each cell");
   e2e->add_option("--json", a.json, "also write the results as JSON to this file");
   KernelBench prefill, decode;

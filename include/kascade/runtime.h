@@ -92,6 +92,9 @@ struct RuntimeOptions {
                                      // that stops on a stop token (its result is dropped). Hides the
                                      // host's share of a CUDA step (docs/perf.md GPU runtime round 8);
                                      // false: step by step
+  bool small_m_linear = false;       // kCuda: linear layers of <= 8 rows (decode) through a weight-streaming
+                                     // tensor-core kernel instead of cuBLAS (src/cuda/ops/small_m_linear.h;
+                                     // opt-in until measured on the GPU)
   std::filesystem::path model_path;  // a model directory (config.json + safetensors) or a config.json
   bool dummy_weights = false;        // random weights of the config's shapes instead of safetensors
   DType dummy_dtype = DType::kBF16;

@@ -179,6 +179,7 @@ struct Runtime::Impl {
 #ifdef KASCADE_HAVE_CUDA
       cuda::CudaSessionOptions session_options;
       session_options.cuda_graph = options.cuda_graph;
+      session_options.small_m_linear = options.small_m_linear;
       session_options.host_policy = host_policy;
       session_options.observer = forward_observer(holder);
       KC_ASSIGN_OR_RETURN(auto session, cuda::CudaSession::create(*cuda_model, *policy, max_tokens,

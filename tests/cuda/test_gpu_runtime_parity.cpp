@@ -354,6 +354,15 @@ TEST(GpuRuntimeTinyModel, GreedyGenerationMatchesCpuWhileMarginsAreClear) {
   expect_greedy_parity(tiny::options(Device::kCpu), "kascade-tiny dense");
 }
 
+// The decode steps' linear layers through small_m_linear (RuntimeOptions::small_m_linear: rows = the
+// batch, <= 8) instead of cuBLAS: the same parity with the CPU.
+TEST(GpuRuntimeTinyModel, GreedyGenerationWithSmallMLinearMatchesCpu) {
+  KC_SKIP_WITHOUT_GPU();
+  RuntimeOptions o = tiny::options(Device::kCpu);
+  o.small_m_linear = true;  // read by the CUDA runtime only
+  expect_greedy_parity(o, "kascade-tiny dense, small-m linear");
+}
+
 TEST(GpuRuntime, RefusesWhatIsCpuOnlyAndWhatDoesNotFit) {
   KC_SKIP_WITHOUT_GPU();
   RuntimeOptions o = options_for(kModels[0], Device::kCuda);

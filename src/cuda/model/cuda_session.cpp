@@ -14,6 +14,7 @@
 #include "cuda/ops/attention_inputs.h"
 #include "cuda/ops/elementwise.h"
 #include "cuda/ops/norm.h"
+#include "cuda/ops/small_m_linear.h"
 
 namespace kascade::cuda {
 namespace {
@@ -100,6 +101,7 @@ Result<std::unique_ptr<CudaSession>> CudaSession::create(CudaModel& model, Atten
     s->profile_decode_call_ = n;
   }
   s->host_policy_ = options.host_policy;
+  s->small_m_linear_ = options.small_m_linear;
   s->observer_ = options.observer;
   if (!options.cuda_graph) {
     s->graph_stats_.eager_reason = "CUDA graphs are off (--no-cuda-graph)";
@@ -254,8 +256,8 @@ Status CudaSession::enqueue(const Call& call, const SampleStep* sample) {
   KC_RETURN_IF_ERROR(rmsnorm_rows(static_cast<const float*>(at(layout_.x)), d_ints + off_rows_, R, hidden,
                                   model_->weights().final_norm(), static_cast<float>(c.rms_norm_eps),
                                   at(layout_.final_rows), act, stream));
-  KC_RETURN_IF_ERROR(model_->cublas().linear(at(layout_.final_rows), model_->weights().lm_head(), at(layout_.logits),
-                                             R, c.vocab_size, hidden, act, DType::kF32, false));
+  KC_RETURN_IF_ERROR(linear(at(layout_.final_rows), model_->weights().lm_head(), at(layout_.logits), R, c.vocab_size,
+                            hidden, act, DType::kF32, false));
   if (sample == nullptr) return ok_status();
   return sampler_->sample(static_cast<const float*>(at(layout_.logits)), static_cast<int32_t>(R), sample->params,
                           static_cast<const double*>(at(layout_.uniforms)), static_cast<int32_t*>(at(layout_.tokens_out)));
@@ -372,7 +374,6 @@ Status CudaSession::run_layers(int32_t batch, int64_t T) {
   const DType act = model_->options().act_dtype;
   const cudaStream_t stream = model_->stream();
   const DeviceWeights& w = model_->weights();
-  CublasContext& blas = model_->cublas();
   const int32_t hidden = static_cast<int32_t>(c.hidden_size), H = static_cast<int32_t>(c.num_attention_heads),
                 G = static_cast<int32_t>(c.num_key_value_heads), d = static_cast<int32_t>(c.head_dim);
   const int64_t inter = c.intermediate_size;
@@ -395,7 +396,7 @@ Status CudaSession::run_layers(int32_t batch, int64_t T) {
       KC_RETURN_IF_ERROR(to_host(host_x_.data(), x, residual_bytes));
     }
     KC_RETURN_IF_ERROR(rmsnorm_rows(x, nullptr, T, hidden, lw.input_norm, eps, at(layout_.h), act, stream));
-    KC_RETURN_IF_ERROR(blas.linear(at(layout_.h), lw.qkv, at(layout_.qkv), T, (H + 2 * G) * d, hidden, act, act, false));
+    KC_RETURN_IF_ERROR(linear(at(layout_.h), lw.qkv, at(layout_.qkv), T, (H + 2 * G) * d, hidden, act, act, false));
     AttentionInputsArgs args;
     args.qkv = at(layout_.qkv);
     args.positions = d_ints + off_positions_;
@@ -413,7 +414,7 @@ Status CudaSession::run_layers(int32_t batch, int64_t T) {
     kv.v = v_cache(l);
     Status s = host_policy_ ? host_attention(l, q, kv, params, out) : policy_->attention(l, q, kv, params, out);
     if (!s.ok()) return s.with_context("layer " + std::to_string(l));
-    KC_RETURN_IF_ERROR(blas.linear(at(layout_.attn), lw.o_proj, x, T, hidden, H * d, act, DType::kF32, true));
+    KC_RETURN_IF_ERROR(linear(at(layout_.attn), lw.o_proj, x, T, hidden, H * d, act, DType::kF32, true));
     if (observer_ != nullptr) {
       // The attention block output: the residual after o_proj minus the one before.
       host_attn_.resize(host_x_.size());
@@ -423,11 +424,18 @@ Status CudaSession::run_layers(int32_t batch, int64_t T) {
       if (!observed.ok()) return observed.with_context("layer observer, layer " + std::to_string(l));
     }
     KC_RETURN_IF_ERROR(rmsnorm_rows(x, nullptr, T, hidden, lw.post_norm, eps, at(layout_.h), act, stream));
-    KC_RETURN_IF_ERROR(blas.linear(at(layout_.h), lw.gate_up, at(layout_.gate_up), T, 2 * inter, hidden, act, act, false));
+    KC_RETURN_IF_ERROR(linear(at(layout_.h), lw.gate_up, at(layout_.gate_up), T, 2 * inter, hidden, act, act, false));
     KC_RETURN_IF_ERROR(silu_mul(at(layout_.gate_up), T, inter, at(layout_.mlp), act, stream));
-    KC_RETURN_IF_ERROR(blas.linear(at(layout_.mlp), lw.down_proj, x, T, hidden, inter, act, DType::kF32, true));
+    KC_RETURN_IF_ERROR(linear(at(layout_.mlp), lw.down_proj, x, T, hidden, inter, act, DType::kF32, true));
   }
   return ok_status();
+}
+
+Status CudaSession::linear(const void* x, const void* w, void* y, int64_t m, int64_t n, int64_t k, DType in_dtype,
+                           DType out_dtype, bool accumulate) {
+  if (small_m_linear_ && small_m_linear_supports(x, w, m, n, k, in_dtype, out_dtype))
+    return small_m_linear(x, w, y, m, n, k, in_dtype, out_dtype, accumulate, model_->stream());
+  return model_->cublas().linear(x, w, y, m, n, k, in_dtype, out_dtype, accumulate);
 }
 
 Status CudaSession::to_host(void* dst, const void* src, size_t bytes) {

@@ -77,6 +77,7 @@ namespace kascade::cuda {
 
 struct CudaSessionOptions {
   bool cuda_graph = true;               // capture and replay decode calls (graph-safe policies)
+  bool small_m_linear = false;          // linear layers of <= 8 rows through small_m_linear (ops/small_m_linear.h)
   bool host_policy = false;             // the policy reads host memory (see the header comment)
   ForwardObserver* observer = nullptr;  // per-layer residual stream and attention output, or none
 };
@@ -136,6 +137,10 @@ class CudaSession final : public runtime::ForwardSession {
   // The attention of one layer through a host policy (see the header comment).
   Status host_attention(int32_t layer, const QueryBatch& q, const PagedKv& kv, const AttentionParams& params,
                         const AttentionOutput& out);
+  // y = x · wᵀ (+ y) on the model's stream: small_m_linear for the few rows of a decode call when
+  // CudaSessionOptions::small_m_linear is set and it takes the shape, cuBLAS otherwise.
+  Status linear(const void* x, const void* w, void* y, int64_t m, int64_t n, int64_t k, DType in_dtype,
+                DType out_dtype, bool accumulate);
   // bytes from the device into host memory, after the stream's earlier work (synchronises).
   Status to_host(void* dst, const void* src, size_t bytes);
   // The views of a call (kv.k / kv.v are set per layer).
@@ -200,6 +205,7 @@ class CudaSession final : public runtime::ForwardSession {
   int64_t decode_calls_ = 0;       // decode calls so far (the profiling hook counts them)
   int64_t profile_decode_call_ = 0;  // KASCADE_PROFILE_DECODE_STEP, 0 = off
   bool profiling_ = false;           // cudaProfilerStart() was called for the current call
+  bool small_m_linear_ = false;      // CudaSessionOptions::small_m_linear
   // Host policy and observer (calibration).
   bool host_policy_ = false;
   ForwardObserver* observer_ = nullptr;
