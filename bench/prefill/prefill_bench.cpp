@@ -47,6 +47,7 @@
 
 #include "bench_check.h"
 #include "bench_device.h"
+#include "bench_timer.h"
 #include "cuda/prefill/prefill_errors.h"
 #include "cuda/prefill/prefill_ops.h"
 #include "cuda/prefill/prefill_stages.h"
@@ -153,17 +154,7 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-struct DeviceMemory {
-  void* p = nullptr;
-  explicit DeviceMemory(size_t bytes) { BENCH_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 1))); }
-  ~DeviceMemory() { cudaFree(p); }
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(p);
-  }
-};
+using DeviceMemory = Device;  // bench_timer.h
 
 struct Record {
   std::string kernel, dtype, layout, variant;
