@@ -27,6 +27,12 @@ std::string join_query_list(const std::vector<std::string>& items) {
   return out;
 }
 
+std::string answer_list_completion(const std::vector<std::string>& answers) {
+  std::string out = " ";
+  for (size_t i = 0; i < answers.size(); ++i) out += (i > 0 ? ", " : "") + answers[i];
+  return out + ".";
+}
+
 double draw_depth(DetRng& rng, const std::optional<double>& requested) {
   const double u = rng.unit();  // always drawn, so later draws do not depend on `requested`
   return requested.has_value() ? *requested : u;

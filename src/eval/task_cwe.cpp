@@ -5,6 +5,8 @@
 // fixed part still fits. The filler unit is one uncommon word (freq_ucw items). When the split's
 // vocabulary runs out, uncommon words repeat and freq_cw rises to keep the same margin
 // (freq_cw - freq_ucw) over the most frequent uncommon word, so the answer stays unambiguous.
+// Train split: the completion lists the common words in order of first appearance (eval / dev: the
+// default completion, the answers joined).
 // Tested by tests/unit/eval/test_tasks.cpp (counts the words of the prompt).
 #include <algorithm>
 
@@ -46,7 +48,8 @@ Result<TaskOutput> generate_cwe(const TaskContext& ctx) {
   tail += out.answer_prefix;
   const std::string head(phr.instruction);
 
-  PromptBuilder build = [&](int64_t units) -> Result<BuiltPrompt> {
+  // The numbered list's words for `units` uncommon words, in list order.
+  const auto list_items = [&](int64_t units) {
     const int64_t cycles = units == 0 ? 1 : (units + num_uncommon - 1) / num_uncommon;
     const int64_t common_count = std::max(freq_cw, freq_ucw * cycles + (freq_cw - freq_ucw));
     std::vector<std::string_view> items;
@@ -57,6 +60,10 @@ Result<TaskOutput> generate_cwe(const TaskContext& ctx) {
     }
     DetRng shuffle_rng(mix64(shuffle_seed + static_cast<uint64_t>(units)));
     shuffle_rng.shuffle(items);
+    return items;
+  };
+  PromptBuilder build = [&](int64_t units) -> Result<BuiltPrompt> {
+    const std::vector<std::string_view> items = list_items(units);
     RenderedContext context;
     for (size_t i = 0; i < items.size(); ++i) {
       const std::string index = std::to_string(i + 1);
@@ -68,6 +75,16 @@ Result<TaskOutput> generate_cwe(const TaskContext& ctx) {
     return assemble_prompt(head, std::move(context), tail);
   };
   KC_ASSIGN_OR_RETURN(out.filled, fill_to_budget(build, *ctx.count_tokens, ctx.budget, max_units_for(ctx.budget), ctx.task));
+  if (ctx.split == Split::kTrain) {
+    // The training completion lists the common words in the order of their first appearance in the
+    // list — an order the model can read off the prompt (the answers' own order is a shuffle it cannot).
+    std::vector<std::string> in_order;
+    for (const std::string_view item : list_items(out.filled.units)) {
+      if (std::find(common.begin(), common.end(), item) == common.end()) continue;
+      if (std::find(in_order.begin(), in_order.end(), item) == in_order.end()) in_order.emplace_back(item);
+    }
+    out.completion = answer_list_completion(in_order);
+  }
   const int64_t cycles = out.filled.units == 0 ? 1 : (out.filled.units + num_uncommon - 1) / num_uncommon;
   out.params["num_cw"] = kNumCommon;
   out.params["freq_cw"] = std::max(freq_cw, freq_ucw * cycles + (freq_cw - freq_ucw));

@@ -33,7 +33,7 @@ struct TaskOutput {
   FilledPrompt filled;
   std::string answer_prefix;
   std::vector<std::string> answers;
-  // The training completion after the answer prefix; empty: " " + answers joined by ", " + ".".
+  // The training completion after the answer prefix; empty: answer_list_completion(answers).
   std::string completion;
   int template_id = 0;
   std::map<std::string, int64_t> params;
@@ -51,6 +51,9 @@ BuiltPrompt assemble_prompt(std::string_view head, RenderedContext context, std:
 
 // "a, b, and c" (RULER's query list); "a" for one element.
 std::string join_query_list(const std::vector<std::string>& items);
+
+// The completion of a list of answers: " a, b, c." (TaskOutput::completion's default).
+std::string answer_list_completion(const std::vector<std::string>& answers);
 
 // A random depth in [0, 1], or the requested one.
 double draw_depth(DetRng& rng, const std::optional<double>& requested);

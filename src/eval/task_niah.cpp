@@ -9,8 +9,10 @@
 //   niah_multivalue  natural text    words  numbers 1            4           1
 //   niah_multiquery  natural text    words  numbers 4            1           4
 // "needles" haystacks are made of distractor needles (other keys), the filler unit being one
-// needle; the others fill with words. Numbers have 7 digits as in RULER.
+// needle; the others fill with words. Numbers have 7 digits as in RULER. Train split, several values
+// of the asked key (niah_multivalue): the completion lists them in prompt order.
 // Tested by tests/unit/eval/test_tasks.cpp.
+#include <algorithm>
 #include <array>
 #include <unordered_set>
 
@@ -152,6 +154,22 @@ Result<TaskOutput> generate_niah(const TaskContext& ctx) {
     return assemble_prompt(head, render_context(source, units, needles), tail);
   };
   KC_ASSIGN_OR_RETURN(out.filled, fill_to_budget(build, *ctx.count_tokens, ctx.budget, max_units_for(ctx.budget), ctx.task));
+  if (ctx.split == Split::kTrain && cfg->values_per_key > 1) {
+    // Several values of one key: the training completion lists them in prompt order, which the model
+    // can read off the text (the answers' own order is the drawing order, which it cannot). The
+    // queried placements are in insertion order, the same order as the answers.
+    std::vector<std::pair<int64_t, size_t>> at;  // (char offset, answer index)
+    for (const NeedlePlacement& n : out.filled.built.needles) {
+      if (n.queried) at.emplace_back(n.char_offset, at.size());
+    }
+    if (at.size() != out.answers.size()) {
+      return internal_error("niah: ", at.size(), " queried needles placed for ", out.answers.size(), " answers");
+    }
+    std::sort(at.begin(), at.end());
+    std::vector<std::string> in_order;
+    for (const auto& [offset, answer] : at) in_order.push_back(out.answers[answer]);
+    out.completion = answer_list_completion(in_order);
+  }
   out.params["num_keys"] = cfg->keys;
   out.params["values_per_key"] = cfg->values_per_key;
   out.params["num_queries"] = cfg->queries;

@@ -226,13 +226,7 @@ Result<Sample> generate_sample(const SampleRequest& request, const TokenCounter&
   s.prompt = std::move(out.filled.built.prompt);
   s.answer_prefix = std::move(out.answer_prefix);
   s.answers = std::move(out.answers);
-  if (!out.completion.empty()) {
-    s.completion = std::move(out.completion);
-  } else {
-    s.completion = " ";
-    for (size_t i = 0; i < s.answers.size(); ++i) s.completion += (i > 0 ? ", " : "") + s.answers[i];
-    s.completion += ".";
-  }
+  s.completion = out.completion.empty() ? answer_list_completion(s.answers) : std::move(out.completion);
   s.scorer = entry->info.scorer;
   s.max_new_tokens = entry->info.max_new_tokens;
   s.token_budget = ctx.budget;

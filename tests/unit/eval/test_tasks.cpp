@@ -428,6 +428,52 @@ TEST(EvalTasks, VtHopsAreRulersFourOnEvalAndDevAndOneToFourOnTrain) {
   }
 }
 
+// Words of a completion " a, b, c.".
+std::vector<std::string> completion_items(const std::string& completion) {
+  std::vector<std::string> out;
+  std::string body = completion.substr(1, completion.size() - 2);  // no leading space, no final '.'
+  size_t start = 0;
+  while (true) {
+    const size_t comma = body.find(", ", start);
+    out.push_back(body.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 2;
+  }
+}
+
+// Train-split completions of several answers list them in an order the prompt shows: niah_multivalue's
+// values by position, cwe's common words by first appearance in the list. Eval and dev keep the
+// answers' own order (their completions are not trained on, and their samples stay as they were).
+TEST(EvalTasks, TrainCompletionsListSeveralAnswersInPromptOrder) {
+  for (int64_t index = 0; index < 8; ++index) {
+    const Sample mv = make("niah_multivalue", Split::kTrain, 2048, index, count_whitespace_tokens);
+    const std::vector<std::string> values = completion_items(mv.completion);
+    ASSERT_EQ(std::set<std::string>(values.begin(), values.end()),
+              std::set<std::string>(mv.answers.begin(), mv.answers.end())) << mv.completion;
+    for (size_t i = 1; i < values.size(); ++i)
+      EXPECT_LT(mv.prompt.find(values[i - 1]), mv.prompt.find(values[i])) << "#" << index << ": " << mv.completion;
+
+    const Sample cwe = make("cwe", Split::kTrain, 2048, index, count_whitespace_tokens);
+    const std::vector<std::string> words = completion_items(cwe.completion);
+    ASSERT_EQ(std::set<std::string>(words.begin(), words.end()),
+              std::set<std::string>(cwe.answers.begin(), cwe.answers.end())) << cwe.completion;
+    // First appearance of each word as a whole word of the list.
+    const std::vector<std::string> list = whitespace_words(context_of(cwe));
+    const auto first = [&](const std::string& w) { return std::find(list.begin(), list.end(), w) - list.begin(); };
+    for (size_t i = 1; i < words.size(); ++i)
+      EXPECT_LT(first(words[i - 1]), first(words[i])) << "#" << index << ": " << cwe.completion;
+
+    for (const std::string task : {"niah_multivalue", "cwe"}) {
+      for (const Split split : {Split::kEval, Split::kDev}) {
+        const Sample e = make(task, split, 2048, index, count_whitespace_tokens);
+        std::string joined = " ";
+        for (size_t i = 0; i < e.answers.size(); ++i) joined += (i > 0 ? ", " : "") + e.answers[i];
+        EXPECT_EQ(e.completion, joined + ".") << task << " " << split_name(split) << " #" << index;
+      }
+    }
+  }
+}
+
 TEST(EvalTasks, MultihopTrainCompletionSpellsOutTheHop) {
   for (int64_t index = 0; index < 6; ++index) {
     for (const Split split : {Split::kEval, Split::kDev}) {
