@@ -321,6 +321,28 @@ TEST(AnchorDecode, FusedPoolingInClustersOfEverySize) {
   }
 }
 
+// Nearly equal scores (tiny q): most of a slice's keys share the threshold bin of the first digit,
+// so a CTA's candidates overflow its list and it counts the later digits by passes over its shared
+// slice — alone (cluster 1) or beside ranks whose candidates fit (short rows, cluster 8).
+TEST(AnchorDecode, FusedPoolingCountsByPassesWhereTheCandidatesOverflow) {
+  KC_SKIP_WITHOUT_GPU();
+  auto clusters = detail::current_device_has_clusters();
+  ASSERT_TRUE(clusters.ok());
+  auto rng = testing::rng_for_test();
+  DecodeCase c = make_case(DType::kBF16, 8, 2, 128, 16, rng);
+  c.kv_lens = {20000, 12000, 3000, 700};
+  c.q_range = 0.01f;
+  DecodeProblem p(c, rng);
+  for (const int32_t cluster : {1, 2, 8}) {
+    if (cluster > 1 && !*clusters) continue;
+    SCOPED_TRACE("cluster " + std::to_string(cluster));
+    AnchorOptions o = options(2, ScoreReduce::kSum, false);
+    o.topk_algorithm = TopkAlgorithm::kByRows;
+    o.topk_row_cluster = cluster;
+    run_and_check_both(p, o);
+  }
+}
+
 // Without write_pooled_scores the fused pooling keeps its scores on chip and selects the same rows.
 TEST(AnchorDecode, FusedPoolingWithoutWrittenScoresSelectsTheSameRows) {
   KC_SKIP_WITHOUT_GPU();

@@ -16,8 +16,8 @@
 //      while a step is processed: a ballot of "first digit > d1" is the word of an n-bit mask of
 //      selected keys (written by the warp that loaded it, no atomics); keys whose first digit is
 //      d1 — the candidates, hist1[d1] of them — are appended (key, index) to a shared list when
-//      they fit (kRowTopkCandidates; no list with the fused pooling), one shared atomic per warp
-//      and step reserving the slots.
+//      they fit (kRowTopkCandidates in the row; with the fused pooling kFusedPoolCandidates in the
+//      CTA's slice), one shared atomic per warp and step reserving the slots.
 //   3. The last two digits are chosen on the candidate lists (shared histograms, summed over the
 //      cluster), giving the k-th
 //      largest key T and take_eq = how many keys equal to T are selected; candidates > T set their
@@ -239,7 +239,7 @@ __device__ __forceinline__ void pool_slice(const TopkParams& p, int64_t row_inde
 template <int kGP, bool kMax>
 __global__ void __launch_bounds__(kThreads, 2) row_topk_kernel(const TopkParams p, int words) {
   constexpr bool kFused = kGP > 0;
-  constexpr int kCandidates = kFused ? 0 : kRowTopkCandidates;
+  constexpr int kCandidates = kFused ? kFusedPoolCandidates : kRowTopkCandidates;
   extern __shared__ uint4 smem_raw[];
   const int ranks = static_cast<int>(gridDim.x), rank = static_cast<int>(blockIdx.x);
   const RowSmem sm = row_smem(reinterpret_cast<uint32_t*>(smem_raw), words, kCandidates, ranks, kFused);
@@ -297,7 +297,10 @@ __global__ void __launch_bounds__(kThreads, 2) row_topk_kernel(const TopkParams 
   const DigitChoice c1 = choose_digit(hist, kTopkBins, k_rem, scratch, chosen);
   k_rem -= c1.above;
   const uint32_t d1 = static_cast<uint32_t>(c1.digit);
-  const bool listed = kCandidates > 0 && hist[d1] <= kCandidates;  // the row's candidates: every slice's fit
+  // Listed when the candidates fit: with the fused pooling, this CTA's own (sm.hist keeps its counts;
+  // the ranks may choose differently: both ways count and mark the same keys, through the same
+  // cluster barriers); otherwise the row's (only the row's histogram is known), so every slice's fit.
+  const bool listed = (kFused ? sm.hist[d1] : hist[d1]) <= kCandidates;
   __syncthreads();  // the histograms are reused below
 
   // ---- 2. one pass: first digit > d1 selected (mask words by ballot), first digit == d1 listed
@@ -433,7 +436,7 @@ int32_t row_topk_slice_keys(int32_t max_seq_len, int32_t cluster) {
 size_t row_topk_smem_bytes(int32_t max_seq_len, int32_t cluster, bool fused_pooling) {
   const size_t slice_keys = static_cast<size_t>(row_topk_slice_keys(max_seq_len, cluster));
   const size_t words = slice_keys / 32;
-  const size_t candidates = fused_pooling ? 0 : size_t(kRowTopkCandidates);
+  const size_t candidates = size_t(fused_pooling ? kFusedPoolCandidates : kRowTopkCandidates);
   return 2 * words * sizeof(uint32_t) + candidates * (sizeof(uint32_t) + sizeof(int32_t)) +
          size_t(cluster > 1 ? 2 : 1) * kTopkBins * sizeof(int) + (fused_pooling ? slice_keys * sizeof(float) : 0);
 }

@@ -101,12 +101,14 @@ constexpr int32_t kRowTopkMaxKeys = 262144;
 constexpr int kRowTopkCandidates = 8192;
 constexpr int32_t kRowTopkMaxCluster = 8;       // the portable cluster size
 constexpr int32_t kRowTopkMinSliceKeys = 8192;  // a cluster's CTAs get at least this many keys each
-// With the fused pooling a CTA also holds its slice's pooled scores (fp32) in shared memory and no
-// candidate list (the digits after the first are counted by passes over that slice): slices of at
-// most kFusedPoolSliceKeys keys leave room for two CTAs per SM, kFusedPoolMaxSliceKeys is the most
-// one CTA holds.
+// With the fused pooling a CTA also holds its slice's pooled scores (fp32) in shared memory and a
+// shorter candidate list (a slice holds a part of the row's candidates; when its own do not fit, the
+// digits after the first are counted by passes over the shared slice): slices of at most
+// kFusedPoolSliceKeys keys leave room for two CTAs per SM (~108 KB each), kFusedPoolMaxSliceKeys is
+// the most one CTA holds.
 constexpr int32_t kFusedPoolSliceKeys = 16384;
 constexpr int32_t kFusedPoolMaxSliceKeys = 32768;
+constexpr int kFusedPoolCandidates = 3072;
 // Keys of one CTA's slice: whole 32-key words, the row's words split over the cluster.
 int32_t row_topk_slice_keys(int32_t max_seq_len, int32_t cluster);
 size_t row_topk_smem_bytes(int32_t max_seq_len, int32_t cluster, bool fused_pooling = false);
