@@ -24,6 +24,9 @@ void add_runtime_flags(CLI::App& app, RuntimeFlags& f) {
   app.add_flag("--pipelined-decode,!--no-pipelined-decode", f.pipelined_decode,
                "launch decode step t + 1 before reading step t's tokens (the default; the same tokens; "
                "RuntimeOptions::pipelined_decode); --no-pipelined-decode: step by step");
+  app.add_flag("--small-m-linear", f.small_m_linear,
+               "decode linear layers (<= 8 rows) through the weight-streaming kernel instead of cuBLAS "
+               "(--device cuda; RuntimeOptions::small_m_linear)");
 }
 
 void add_budget_flags(CLI::App& app, BudgetFlags& f) {
@@ -46,6 +49,7 @@ Result<RuntimeOptions> to_runtime_options(const RuntimeFlags& f, const BudgetFla
   o.chunk_size = f.chunk;
   o.cuda_graph = !f.no_cuda_graph;
   o.pipelined_decode = f.pipelined_decode;
+  o.small_m_linear = f.small_m_linear;
   if (budget != nullptr) {
     o.attention.topk_fraction = budget->topk_fraction;
     o.attention.k_min = budget->k_min;

@@ -29,6 +29,7 @@ struct RuntimeFlags {
   int32_t chunk = 512;
   bool no_cuda_graph = false;
   bool pipelined_decode = true;
+  bool small_m_linear = false;
 };
 
 struct BudgetFlags {
@@ -38,7 +39,7 @@ struct BudgetFlags {
 };
 
 // -m/--model (required), --device, --cuda-device, --cuda-dtype, --max-batch, --dummy-weights,
-// --dummy-dtype, --dummy-seed, --max-context, --chunk, --no-cuda-graph, --[no-]pipelined-decode.
+// --dummy-dtype, --dummy-seed, --max-context, --chunk, --no-cuda-graph, --[no-]pipelined-decode, --small-m-linear.
 void add_runtime_flags(CLI::App& app, RuntimeFlags& flags);
 // --topk-fraction, --k-min, --tile.
 void add_budget_flags(CLI::App& app, BudgetFlags& flags);
