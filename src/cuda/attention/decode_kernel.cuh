@@ -343,21 +343,40 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
         x[nt * 2 + e] = valid ? s_acc[nt][e] * (kStoredLogits ? kLog2e : scale_log2) : kNegInf;
       }
     }
-    if constexpr (kLogits) {  // key-major: head gid of key j at logits[b, kv_head, j, gid]
-      if (gid < num_heads_here) {
-        float* logit_head = p.logits +
-                            (static_cast<int64_t>(b) * p.num_kv_heads + kv_head) * p.logits_stride * p.logits_heads +
-                            gid;
+    if constexpr (kLogits) {
+      // Key-major: head h of key j at logits[b, kv_head, j, h]; the tile's 16 consecutive keys are one
+      // contiguous [16][logits_heads] block (key0 is a multiple of 16, the row 16-byte aligned). It is
+      // staged in this stage's K tile (consumed: its fragments are in registers) and written with
+      // 16-byte stores of whole 32-byte sectors — the per-head scalar stores left every sector half
+      // written by each of four instructions. Padding slots (heads past the slot's) are written 0.
+      const int lh = p.logits_heads;
+      float* staged = reinterpret_cast<float*>(warp_tiles + stage * Smem::kWarpStageElems);  // [16][lh]
+      __syncwarp();  // every lane's ldmatrix of the K tile has returned
+      if (gid < lh) {
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int col = nt * 8 + tig * 2 + e;
-            if ((valid_mask >> col) & 1u)
-              logit_head[static_cast<int64_t>(key0 + col) * p.logits_heads] = s_acc[nt][e] * p.scale;
+            staged[col * lh + gid] = gid < num_heads_here ? s_acc[nt][e] * p.scale : 0.0f;
           }
         }
       }
+      __syncwarp();
+      float* block = p.logits + ((static_cast<int64_t>(b) * p.num_kv_heads + kv_head) * p.logits_stride + key0) * lh;
+      for (int piece = lane; piece < 4 * lh; piece += 32) {  // float4 piece i: floats 4i .. 4i + 3 of the block
+        const int key_lo = 4 * piece / lh, key_hi = (4 * piece + 3) / lh;  // the keys it holds
+        const uint32_t keys = ((2u << key_hi) - 1u) & ~((1u << key_lo) - 1u);
+        if ((valid_mask & keys) == keys) {
+          *reinterpret_cast<float4*>(block + 4 * piece) = *reinterpret_cast<const float4*>(staged + 4 * piece);
+        } else {  // the last tile of the list: the piece's valid keys one float at a time
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            if ((valid_mask >> ((4 * piece + q) / lh)) & 1u) block[4 * piece + q] = staged[4 * piece + q];
+          }
+        }
+      }
+      __syncwarp();  // the staging reads are done before the next tile's copies may land in this stage
     }
     float tile_max = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));

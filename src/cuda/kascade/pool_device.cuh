@@ -55,8 +55,8 @@ __device__ __forceinline__ PoolRowHeads pool_row_heads(int num_heads, int num_kv
 // acc[e] ⊕= p = 2^(logit(h, keys[e])·log2 e − lse[h]·log2 e) over the row's heads h of KV group kv,
 // for the keys with keys[e] >= 0 (the others contribute nothing: their logits read as −inf). One
 // FFMA and one MUFU.EX2 per probability (|rel. error| ~ 2^-21 against exp(logit − lse)), no branch:
-// a slot outside the row (a padding slot, never written, or a head of another row) is selected away
-// as 0, whatever its bits. ⊕ is + (kMax = false) or max; every p >= 0, so 0 starts either.
+// a slot outside the row (a padding slot, written 0 by the scoring pass, or a head of another row)
+// is selected away as 0, whatever its bits. ⊕ is + (kMax = false) or max; every p >= 0, so 0 starts either.
 //   logits_group: [stride][GP] of (sequence b, KV group kv); lse_b: [H] of sequence b.
 template <bool kMax, int GP, int kKeys>
 __device__ __forceinline__ void pool_group_keys(const float* logits_group, const float* lse_b, const PoolRowHeads& rh,
