@@ -10,6 +10,9 @@ from the medians over the runs.
 
   bench/compare_builds.py [--runs 2] [--out table.md] NAME=BINARY NAME=BINARY ... -- BENCH_ARGS...
 
+A build may also be one binary with options of its own, given as one argument: 'NAME=BINARY --opt value'
+(the options go before BENCH_ARGS), so variants of one build are compared in turns the same way, e.g.
+'sep=NEW/kascade_bench_decode --pool-fusion separate' 'fused=NEW/kascade_bench_decode --pool-fusion fused'.
 BENCH_ARGS go to every binary unchanged, plus --json FILE (the binaries' own result files, which
 this script reads: kascade_bench_prefill's "records", kascade_bench_decode's "results"). A binary
 that fails stops the comparison with its name, exit status and the end of its output.
@@ -26,16 +29,19 @@ import time
 
 
 def parse_builds(specs):
+    """[(name, [binary, own options...])] from NAME=BINARY or 'NAME=BINARY --opt value ...'."""
     builds = []
     for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not path:
-            raise SystemExit(f"compare_builds.py: '{spec}' is not NAME=BINARY")
+        name, sep, command = spec.partition("=")
+        words = command.split()
+        if not sep or not name or not words:
+            raise SystemExit(f"compare_builds.py: '{spec}' is not NAME=BINARY [OPTIONS]")
         if any(name == n for n, _ in builds):
             raise SystemExit(f"compare_builds.py: the build name '{name}' is given twice")
+        path = words[0]
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise SystemExit(f"compare_builds.py: {name}: {path} is not an executable file")
-        builds.append((name, path))
+        builds.append((name, words))
     if len(builds) < 2:
         raise SystemExit("compare_builds.py: give at least two builds (NAME=BINARY NAME=BINARY)")
     return builds
@@ -65,11 +71,11 @@ def run_all(builds, runs, bench_args, work):
     results = {name: [] for name, _ in builds}
     total, done, start = runs * len(builds), 0, time.time()
     for r in range(runs):
-        for name, path in builds:
+        for name, command in builds:
             out_json = os.path.join(work, f"{name}_{r + 1}.json")
             log = os.path.join(work, f"{name}_{r + 1}.log")
             with open(log, "w") as f:
-                code = subprocess.call([path, *bench_args, "--json", out_json], stdout=f, stderr=subprocess.STDOUT)
+                code = subprocess.call([*command, *bench_args, "--json", out_json], stdout=f, stderr=subprocess.STDOUT)
             if code != 0:
                 with open(log) as f:
                     tail = "".join(f.readlines()[-10:])
@@ -110,7 +116,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=2, help="rounds over all builds (default 2)")
     ap.add_argument("--out", default="", help="write the markdown table here too")
-    ap.add_argument("builds", nargs="+", help="NAME=BINARY, two or more; the first is the baseline")
+    ap.add_argument("builds", nargs="+",
+                    help="NAME=BINARY or 'NAME=BINARY OPTIONS', two or more; the first is the baseline")
     args = ap.parse_args(argv[:split])
     if args.runs < 1:
         raise SystemExit(f"compare_builds.py: --runs is {args.runs}; expected >= 1")

@@ -2,7 +2,8 @@
 # tests/scripts/test_compare_builds.sh — bench/compare_builds.py with stand-in benchmark binaries (no
 # GPU): the builds run in turns (A B A B), each with exactly the given options plus --json; the table
 # holds every run's time and each build's change against the first from the medians; the decode
-# benchmark's result format is read too; a result file of neither format, a failing binary, a missing
+# benchmark's result format is read too; variants of one binary ('NAME=BINARY OPTIONS') get their own
+# options first; a result file of neither format, a failing binary, a missing
 # one and bad arguments stop it with a message naming the problem.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -47,6 +48,13 @@ stand_in d_old decode 0.1
 stand_in d_new decode 0.2
 py --runs 1 a="$work/d_old" b="$work/d_new" -- --batches 8 || fail "decode format"
 grep -qF "| llama bf16 B=8 L=131072 paged | topk | 0.1 | 0.2 | +100.0 % |" "$work/log" || fail "decode table"
+
+# Variants of one binary: its own options go before the shared ones.
+rm -f "$work/calls"
+py --runs 1 "sep=$work/d_old --pool-fusion separate" "fused=$work/d_old --pool-fusion fused" -- --batches 8 ||
+  fail "variants of one binary"
+grep -q "^d_old --pool-fusion separate --batches 8 --json .*/sep_1.json$" "$work/calls" || fail "sep's arguments: $(cat "$work/calls")"
+grep -q "^d_old --pool-fusion fused --batches 8 --json .*/fused_1.json$" "$work/calls" || fail "fused's arguments"
 
 stand_in o_old other 1
 stand_in o_new other 1
