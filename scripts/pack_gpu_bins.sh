@@ -7,7 +7,8 @@
 #   scripts/pack_gpu_bins.sh BUILD_DIR OUT.tar.xz
 #   (on the GPU machine) mkdir -p /tmp/b && tar xJf OUT.tar.xz -C /tmp/b && scripts/gpu_checks.sh /tmp/b OUT_DIR
 # CLI_ONLY=1 packs the kascade CLI alone (any build, CPU-only too): what a training chunk's sample
-# producers run on the GPU machine (scripts/train_chunk_gpu.sh).
+# producers run on the GPU machine (scripts/train_chunk_gpu.sh). BENCHES="decode linear" keeps only
+# those benchmarks (all by default: prefill, decode, linear).
 set -euo pipefail
 build=${1:?BUILD_DIR}
 tarball=${2:?OUT.tar.xz}
@@ -17,6 +18,15 @@ mkdir -p "$stage/lib"
 binaries=(tests/kascade_cuda_tests tools/kascade bench/prefill/kascade_bench_prefill bench/kascade_bench_decode
           bench/kascade_bench_linear)
 [[ "${CLI_ONLY:-0}" == 1 ]] && binaries=(tools/kascade)
+# BENCHES="decode linear" packs only those benchmarks (a device call carries <= 64 MiB with the tree).
+if [[ -n "${BENCHES+x}" ]]; then
+  kept=()
+  for b in "${binaries[@]}"; do
+    name=$(basename "$b")
+    if [[ "$b" != bench/* ]] || [[ " $BENCHES " == *" ${name#kascade_bench_} "* ]]; then kept+=("$b"); fi
+  done
+  binaries=("${kept[@]}")
+fi
 for b in "${binaries[@]}"; do
   if [[ -f "$build/$b" ]]; then
     cp "$build/$b" "$stage/"
@@ -30,5 +40,5 @@ for l in libopenblas.so.0 libpcre2-8.so.0 libgomp.so.1 libgfortran.so.5 libquadm
 done
 strip "$stage"/kascade*
 mkdir -p "$(dirname "$tarball")"
-tar cJf "$tarball" -C "$stage" .
+XZ_OPT=-9 tar cJf "$tarball" -C "$stage" .
 echo "pack_gpu_bins.sh: wrote $tarball ($(du -h "$tarball" | cut -f1))"
