@@ -287,6 +287,16 @@ TEST(AnchorDecode, DefaultBudgetAndExplicitKPerSequence) {
   run_and_check_both(p, o, {1, 1500});
 }
 
+// run_and_check_both with the row Top-k in each of the forced clusters.
+void run_both_in_clusters(const DecodeProblem& p, AnchorOptions anchor, const std::vector<int32_t>& clusters) {
+  anchor.topk_algorithm = TopkAlgorithm::kByRows;
+  for (const int32_t cluster : clusters) {
+    SCOPED_TRACE("cluster " + std::to_string(cluster));
+    anchor.topk_row_cluster = cluster;
+    run_and_check_both(p, anchor);
+  }
+}
+
 // The fused pooling in forced clusters of 2, 4 and 8 CTAs, where short rows leave the upper ranks
 // slices without keys, for every pooling of the policies and logits blocks of 1, 2, 4 and 8 floats;
 // the separate kernels run the row Top-k in the same clusters.
@@ -310,14 +320,9 @@ TEST(AnchorDecode, FusedPoolingInClustersOfEverySize) {
     DecodeCase c = make_case(s.dtype, s.heads, s.kv_heads, s.head_dim, s.page, rng);
     c.kv_lens = {33, 20000, 4097, 1, 9001};
     DecodeProblem p(c, rng);
-    for (const int32_t cluster : {2, 4, 8}) {
-      SCOPED_TRACE("H " + std::to_string(s.heads) + ", G " + std::to_string(s.kv_heads) + ", rows " +
-                   std::to_string(s.rows) + ", cluster " + std::to_string(cluster));
-      AnchorOptions o = options(s.rows, s.reduce, s.dense_output);
-      o.topk_algorithm = TopkAlgorithm::kByRows;
-      o.topk_row_cluster = cluster;
-      run_and_check_both(p, o);
-    }
+    SCOPED_TRACE("H " + std::to_string(s.heads) + ", G " + std::to_string(s.kv_heads) + ", rows " +
+                 std::to_string(s.rows));
+    run_both_in_clusters(p, options(s.rows, s.reduce, s.dense_output), {2, 4, 8});
   }
 }
 
@@ -333,14 +338,8 @@ TEST(AnchorDecode, FusedPoolingCountsByPassesWhereTheCandidatesOverflow) {
   c.kv_lens = {20000, 12000, 3000, 700};
   c.q_range = 0.01f;
   DecodeProblem p(c, rng);
-  for (const int32_t cluster : {1, 2, 8}) {
-    if (cluster > 1 && !*clusters) continue;
-    SCOPED_TRACE("cluster " + std::to_string(cluster));
-    AnchorOptions o = options(2, ScoreReduce::kSum, false);
-    o.topk_algorithm = TopkAlgorithm::kByRows;
-    o.topk_row_cluster = cluster;
-    run_and_check_both(p, o);
-  }
+  run_both_in_clusters(p, options(2, ScoreReduce::kSum, false), *clusters ? std::vector<int32_t>{1, 2, 8}
+                                                                          : std::vector<int32_t>{1});
 }
 
 // Without write_pooled_scores the fused pooling keeps its scores on chip and selects the same rows.
