@@ -381,7 +381,7 @@ TEST(AnchorDecode, FusedPoolingRefusesWhatItCannotHold) {
   s.max_seq_len = 100000;
   auto planned = plan_anchor_decode(s, o);
   ASSERT_TRUE(planned.ok()) << planned.status().to_string();
-  EXPECT_TRUE(planned->fused_pooling);
+  EXPECT_EQ(planned->options.pool_fusion, PoolFusion::kFused);
   EXPECT_TRUE(planned->topk.by_rows);
   EXPECT_LE(detail::row_topk_slice_keys(s.max_seq_len, planned->topk.row_cluster), detail::kFusedPoolMaxSliceKeys);
 }

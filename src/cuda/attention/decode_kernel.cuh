@@ -376,7 +376,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
           }
         }
       }
-      __syncwarp();  // the staging reads are done before the next tile's copies may land in this stage
+      // (The loop's closing __syncwarp orders these staging reads before the next tile's copies into
+      // this stage.)
     }
     float tile_max = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));

@@ -51,9 +51,7 @@ Result<AnchorDecodePlan> plan_anchor_decode(const DecodeShape& shape, const Anch
     KC_ASSIGN_OR_RETURN(const bool clusters, detail::current_device_has_clusters());
     int32_t cluster = 0;
     if (options.topk_row_cluster != 0) {  // forced (tests, benchmarks): its slices must fit
-      if (detail::row_topk_slice_keys(shape.max_seq_len, options.topk_row_cluster) <= detail::kFusedPoolMaxSliceKeys &&
-          shape.max_seq_len <= detail::kRowTopkMaxKeys)
-        cluster = options.topk_row_cluster;
+      if (detail::fused_pool_holds(shape.max_seq_len, options.topk_row_cluster)) cluster = options.topk_row_cluster;
     } else {
       cluster = detail::fused_pool_cluster(shape.max_seq_len, plan.topk.row_cluster, clusters);
     }
@@ -63,7 +61,6 @@ Result<AnchorDecodePlan> plan_anchor_decode(const DecodeShape& shape, const Anch
                  shape.max_seq_len, ": use PoolFusion::kSeparate");
     plan.topk.by_rows = true;
     plan.topk.row_cluster = cluster;
-    plan.fused_pooling = true;
   }
   plan.workspace = detail::layout_workspace(shape, max_splits, plan.logits_stride, options.pooling.num_rows,
                                             plan.topk.scratch_bytes);
@@ -114,8 +111,9 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
       plan.shape.head_dim, p, q.batch, stream));
 
   // 2. pooled post-softmax scores (fused: inside the row Top-k of step 3)
+  const bool fused = plan.options.pool_fusion == PoolFusion::kFused;
   const int32_t reduce_max = plan.options.pooling.reduce == ScoreReduce::kMax ? 1 : 0;
-  if (!plan.fused_pooling) {
+  if (!fused) {
     detail::PoolScoresParams pool;
     pool.logits = logits;
     pool.lse = ws_lse;
@@ -134,7 +132,7 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
 
   // 3. exact Top-k of each pooled row
   detail::TopkParams topk;
-  if (plan.fused_pooling) {
+  if (fused) {
     topk.fused_pooling = 1;
     topk.pool.logits = logits;
     topk.pool.lse = ws_lse;
@@ -165,7 +163,7 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
   topk.num_rows = plan.options.pooling.num_rows;
   topk.k_max = rows.k_max;
   KC_RETURN_IF_ERROR(cuda_status(detail::launch_radix_topk(topk, q.batch, stream),
-                                 plan.fused_pooling ? "launch of the fused pooling + row Top-k kernel"
+                                 fused ? "launch of the fused pooling + row Top-k kernel"
                                                     : "launch of the radix Top-k kernels"));
 
   // 4. sparse output over the anchor's own rows: S from the stored logits, V rows only

@@ -57,9 +57,8 @@ struct AnchorDecodePlan {
   IndexGranularity granularity = IndexGranularity::kPerKvGroup;  // of the output rows
   PassPlan scoring;                  // the full-length pass
   PassPlan sparse;                   // the sparse output pass (when !dense_output)
-  detail::TopkPlan topk;             // the Top-k's chunking of the pooled rows (fused: by rows, the
-                                     // fused cluster in topk.row_cluster)
-  bool fused_pooling = false;        // options.pool_fusion == kFused
+  detail::TopkPlan topk;             // the Top-k's chunking of the pooled rows (PoolFusion::kFused: by
+                                     // rows, the fused cluster in topk.row_cluster)
   WorkspaceLayout workspace;
 };
 

@@ -77,11 +77,11 @@ Result<TopkPlan> plan_topk(int64_t rows_total, int32_t max_seq_len, TopkAlgorith
 }
 
 int32_t fused_pool_cluster(int32_t max_seq_len, int32_t min_cluster, bool clusters) {
-  if (max_seq_len < 1 || max_seq_len > kRowTopkMaxKeys) return 0;
   const int32_t most = clusters ? kRowTopkMaxCluster : 1;
+  if (!fused_pool_holds(max_seq_len, most)) return 0;
   for (int32_t c = std::max(1, min_cluster); c <= most; c *= 2)
     if (row_topk_slice_keys(max_seq_len, c) <= kFusedPoolSliceKeys) return c;
-  return row_topk_slice_keys(max_seq_len, most) <= kFusedPoolMaxSliceKeys ? most : 0;
+  return most;
 }
 
 TopkScratch topk_scratch_at(const TopkPlan& plan, void* scratch) {

@@ -433,6 +433,11 @@ int32_t row_topk_slice_keys(int32_t max_seq_len, int32_t cluster) {
   return static_cast<int32_t>((row_words + cluster - 1) / cluster * 32);
 }
 
+bool fused_pool_holds(int32_t max_seq_len, int32_t cluster) {
+  return max_seq_len >= 1 && max_seq_len <= kRowTopkMaxKeys && cluster >= 1 &&
+         row_topk_slice_keys(max_seq_len, cluster) <= kFusedPoolMaxSliceKeys;
+}
+
 size_t row_topk_smem_bytes(int32_t max_seq_len, int32_t cluster, bool fused_pooling) {
   const size_t slice_keys = static_cast<size_t>(row_topk_slice_keys(max_seq_len, cluster));
   const size_t words = slice_keys / 32;
@@ -463,7 +468,7 @@ bool fused_pooling_valid(const TopkParams& params) {
   return f.logits != nullptr && f.lse != nullptr && f.num_kv_heads >= 1 && f.num_heads % f.num_kv_heads == 0 &&
          f.num_heads % params.num_rows == 0 && f.logits_heads >= f.num_heads / f.num_kv_heads &&
          params.first_digit_counted == 0 && params.stride % 4 == 0 &&
-         row_topk_slice_keys(params.max_seq_len, params.row_cluster) <= kFusedPoolMaxSliceKeys;
+         fused_pool_holds(params.max_seq_len, params.row_cluster);
 }
 
 }  // namespace

@@ -111,6 +111,9 @@ constexpr int32_t kFusedPoolMaxSliceKeys = 32768;
 constexpr int kFusedPoolCandidates = 3072;
 // Keys of one CTA's slice: whole 32-key words, the row's words split over the cluster.
 int32_t row_topk_slice_keys(int32_t max_seq_len, int32_t cluster);
+// Whether `cluster` CTAs hold rows of up to max_seq_len keys for the fused pooling: a row the row
+// kernel takes (<= kRowTopkMaxKeys) in slices of at most kFusedPoolMaxSliceKeys keys.
+bool fused_pool_holds(int32_t max_seq_len, int32_t cluster);
 size_t row_topk_smem_bytes(int32_t max_seq_len, int32_t cluster, bool fused_pooling = false);
 cudaError_t launch_row_topk(const TopkParams& params, int batch, cudaStream_t stream);
 
