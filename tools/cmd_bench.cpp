@@ -77,6 +77,7 @@ struct E2eArgs {
   bool no_cuda_graph = false;
   bool pipelined_decode = true;
   bool small_m_linear = false;
+  bool programmatic_launch = false;
   bool no_warmup = false;
   std::string json;
 };
@@ -217,6 +218,7 @@ Status run_e2e(const E2eArgs& a) {
   o.cuda_graph = !a.no_cuda_graph;
   o.pipelined_decode = a.pipelined_decode;
   o.small_m_linear = a.small_m_linear;
+  o.programmatic_launch = a.programmatic_launch;
   KC_ASSIGN_OR_RETURN(o.attention, attention_for(policies.front(), a));
   std::fprintf(stderr, "kascade bench e2e: %s, generating dummy %s weights and uploading them...\n",
                device_name(a.cuda_device).c_str(), dtype_name(dtype));
@@ -308,6 +310,7 @@ Status run_e2e(const E2eArgs& a) {
     j["cuda_graph"] = !a.no_cuda_graph;
     j["pipelined_decode"] = a.pipelined_decode;
     j["small_m_linear"] = a.small_m_linear;
+    j["programmatic_launch"] = a.programmatic_launch;
     j["topk_fraction"] = a.topk_fraction;
     j["k_min"] = a.k_min;
     j["anchors"] = a.calibration.empty() ? a.anchors : "from " + a.calibration;
@@ -348,6 +351,8 @@ int run_bench(int argc, char** argv) {
                 "step by step");
   e2e->add_flag("--small-m-linear", a.small_m_linear,
                 "decode linear layers (<= 8 rows) through the weight-streaming kernel instead of cuBLAS");
+  e2e->add_flag("--pdl", a.programmatic_launch,
+                "launch the forward pass's own kernels with programmatic dependent launch (sm_90+)");
   e2e->add_flag("--no-warmup", a.no_warmup, "skip the short warm-up run before each cell");
   e2e->add_option("--json", a.json, "also write the results as JSON to this file");
   KernelBench prefill, decode;

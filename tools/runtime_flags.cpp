@@ -27,6 +27,9 @@ void add_runtime_flags(CLI::App& app, RuntimeFlags& f) {
   app.add_flag("--small-m-linear", f.small_m_linear,
                "decode linear layers (<= 8 rows) through the weight-streaming kernel instead of cuBLAS "
                "(--device cuda; RuntimeOptions::small_m_linear)");
+  app.add_flag("--pdl", f.programmatic_launch,
+               "launch the forward pass's own kernels with programmatic dependent launch, each starting while its "
+               "predecessor finishes (--device cuda, sm_90+; RuntimeOptions::programmatic_launch)");
 }
 
 void add_budget_flags(CLI::App& app, BudgetFlags& f) {
@@ -50,6 +53,7 @@ Result<RuntimeOptions> to_runtime_options(const RuntimeFlags& f, const BudgetFla
   o.cuda_graph = !f.no_cuda_graph;
   o.pipelined_decode = f.pipelined_decode;
   o.small_m_linear = f.small_m_linear;
+  o.programmatic_launch = f.programmatic_launch;
   if (budget != nullptr) {
     o.attention.topk_fraction = budget->topk_fraction;
     o.attention.k_min = budget->k_min;

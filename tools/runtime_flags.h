@@ -30,6 +30,7 @@ struct RuntimeFlags {
   bool no_cuda_graph = false;
   bool pipelined_decode = true;
   bool small_m_linear = false;
+  bool programmatic_launch = false;
 };
 
 struct BudgetFlags {

@@ -95,6 +95,10 @@ struct RuntimeOptions {
   bool small_m_linear = false;       // kCuda: linear layers of <= 8 rows (decode) through a weight-streaming
                                      // tensor-core kernel instead of cuBLAS (src/cuda/ops/small_m_linear.h;
                                      // opt-in until measured on the GPU)
+  bool programmatic_launch = false;  // kCuda: the forward pass's own kernels launch with programmatic
+                                     // dependent launch, each starting while its predecessor finishes
+                                     // (sm_90+, refused below; src/cuda/common/programmatic_launch.cuh;
+                                     // opt-in until measured on the GPU)
   std::filesystem::path model_path;  // a model directory (config.json + safetensors) or a config.json
   bool dummy_weights = false;        // random weights of the config's shapes instead of safetensors
   DType dummy_dtype = DType::kBF16;

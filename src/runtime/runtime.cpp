@@ -240,6 +240,7 @@ Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) 
     cuda_options.max_seq_len = static_cast<int32_t>(impl->max_context);
     cuda_options.page_size = options.page_size;
     cuda_options.budget = setup.config.budget;
+    cuda_options.programmatic_launch = options.programmatic_launch;
     KC_ASSIGN_OR_RETURN(impl->cuda_model, cuda::CudaModel::create(*weights, cuda_options));
     KC_ASSIGN_OR_RETURN(impl->policy, make_policy(setup.config, impl->cuda_model->backend()));
     return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));

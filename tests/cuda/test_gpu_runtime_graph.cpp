@@ -32,6 +32,9 @@
 //     loop, both with graphs: equal tokens where two step-by-step runs agree; with deterministic
 //     kernels also equal finish reasons and step / token counts; greedy, a stop token that ends a
 //     sequence mid-way, sampled.
+//   GpuRuntimeGraph.ProgrammaticLaunchLeavesLogitsUnchanged/{dense,kascade}: with programmatic dependent
+//     launch (RuntimeOptions::programmatic_launch), graph and eager, small-m linear layers and cuBLAS,
+//     the teacher-forced logits equal those without it (bound as above).
 //   GpuRuntimeGraph.BaselinesAndSwitchRunEagerlyWithAReason: streaming (not graph-safe) and
 //     --no-cuda-graph decode eagerly, and say why.
 // Run all of them: kascade_cuda_tests --gtest_filter='*GraphPass*:*GpuRuntimeGraph*'
@@ -453,6 +456,48 @@ TEST_P(GpuRuntimeGraph, PipelinedGenerationEqualsStepByStep) {
       }
       EXPECT_EQ(b->stats.decode_steps, a->stats.decode_steps);
       EXPECT_EQ(b->stats.decode_tokens, a->stats.decode_tokens);
+    }
+  }
+}
+
+// Programmatic dependent launch (RuntimeOptions::programmatic_launch) lets each of the forward pass's
+// own kernels start while its predecessor finishes; every such kernel waits for it before touching
+// anything it may write, so the results must not move: the same teacher-forced logits as without it,
+// captured (graph) and eager, with the small-m linear layers (whose weights are prefetched before the
+// wait) and with cuBLAS. Bound as above: 4 x the eager-vs-eager deviation + 1e-6 of max |logit|.
+TEST_P(GpuRuntimeGraph, ProgrammaticLaunchLeavesLogitsUnchanged) {
+  KC_SKIP_WITHOUT_GPU();
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (major < 9) GTEST_SKIP() << "programmatic dependent launch needs sm_90+";
+  auto prompts = tiny::prompts();
+  ASSERT_TRUE(prompts.ok()) << prompts.status().to_string();
+  const std::vector<TeacherForcedInput> in = decode_inputs(*prompts);
+  auto reference = teacher_run(tiny_options(GetParam(), false), in);
+  ASSERT_TRUE(reference.ok()) << reference.status().to_string();
+  auto again = teacher_run(tiny_options(GetParam(), false), in);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  const double noise = deviation(again->out, reference->out);
+  ASSERT_TRUE(std::isfinite(noise));
+  for (const bool graph : {true, false}) {
+    for (const bool small_m : {true, false}) {
+      RuntimeOptions o = tiny_options(GetParam(), graph);
+      o.small_m_linear = small_m;
+      RuntimeOptions plain = o;
+      o.programmatic_launch = true;
+      auto with = teacher_run(o, in);
+      ASSERT_TRUE(with.ok()) << with.status().to_string();
+      auto without = teacher_run(plain, in);
+      ASSERT_TRUE(without.ok()) << without.status().to_string();
+      const double got = deviation(with->out, without->out);
+      std::printf("[ measured ] %s, %s, %s: max |dlogit| / max |logit| with vs without PDL %.3g (eager noise %.3g)\n",
+                  GetParam().c_str(), graph ? "graph" : "eager", small_m ? "small-m linear" : "cuBLAS", got, noise);
+      EXPECT_LE(got, 4 * noise + 1e-6) << (graph ? "graph" : "eager") << (small_m ? ", small-m" : ", cuBLAS");
+      EXPECT_EQ(with->graph.enabled, graph) << with->graph.eager_reason;
+      EXPECT_EQ(with->graph.trace_mismatches, 0);
+      if (graph) {
+        EXPECT_GE(with->graph.replays, 5);
+      }
     }
   }
 }

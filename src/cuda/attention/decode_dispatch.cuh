@@ -28,12 +28,11 @@ cudaError_t dispatch_decode_kernel(ElementType type, int head_dim, Fn&& fn) {
 
 template <bool kPV, bool kLogits, bool kIndexed, bool kStoredLogits = false>
 cudaError_t launch_decode_instance(ElementType type, int head_dim, const DecodeKernelParams& params, int batch,
-                                   cudaStream_t stream) {
+                                   cudaStream_t stream, bool programmatic) {
   return dispatch_decode_kernel<kPV, kLogits, kIndexed, kStoredLogits>(type, head_dim, [&](auto kernel,
                                                                                            size_t smem_bytes) {
     const dim3 grid(params.num_splits, params.num_slots, batch);
-    kernel<<<grid, kDecodeThreads, smem_bytes, stream>>>(params);
-    return cudaGetLastError();
+    return launch_kernel(programmatic, kernel, grid, dim3(kDecodeThreads), smem_bytes, stream, params);
   });
 }
 

@@ -34,6 +34,7 @@
 #include "cuda/common/device_primitives.cuh"
 #include "cuda/attention/decode_params.h"
 #include "cuda/common/device_errors.h"
+#include "cuda/common/programmatic_launch.cuh"
 
 namespace kascade::cuda::detail {
 
@@ -90,6 +91,9 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
   constexpr float kNegInf = -INFINITY;
 
   extern __shared__ __align__(128) unsigned char smem[];
+  // Launched programmatically (PassPlan::programmatic), nothing is read or written before this.
+  wait_for_prerequisite_grids();
+  allow_dependent_grids();
   const int split = blockIdx.x, slot = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int gid = lane >> 2, tig = lane & 3;

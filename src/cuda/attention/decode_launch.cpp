@@ -20,7 +20,7 @@ Result<ElementType> element_type(DType dtype, int32_t head_dim) {
 }  // namespace
 
 Status launch_decode_kernel(DecodeMode mode, DType dtype, int32_t head_dim, const DecodeKernelParams& params,
-                            int32_t batch, cudaStream_t stream) {
+                            int32_t batch, cudaStream_t stream, bool programmatic) {
   KC_ASSIGN_OR_RETURN(const ElementType type, element_type(dtype, head_dim));
   if (batch < 1) return invalid_argument("decode launch: batch is ", batch, "; expected >= 1");
   if (params.num_splits < 1 || params.num_splits > kMaxSplits)
@@ -28,17 +28,18 @@ Status launch_decode_kernel(DecodeMode mode, DType dtype, int32_t head_dim, cons
   cudaError_t error = cudaErrorInvalidValue;
   switch (mode) {
     case DecodeMode::kDense:
-      error = launch_dense_mode(type, head_dim, params, batch, stream);
+      error = launch_dense_mode(type, head_dim, params, batch, stream, programmatic);
       break;
     case DecodeMode::kDenseLogits:
-      error = launch_scoring_mode(true, type, head_dim, params, batch, stream);
+      error = launch_scoring_mode(true, type, head_dim, params, batch, stream, programmatic);
       break;
     case DecodeMode::kScoring:
-      error = launch_scoring_mode(false, type, head_dim, params, batch, stream);
+      error = launch_scoring_mode(false, type, head_dim, params, batch, stream, programmatic);
       break;
     case DecodeMode::kSparse:
     case DecodeMode::kSparseFromLogits:
-      error = launch_sparse_mode(mode == DecodeMode::kSparseFromLogits, type, head_dim, params, batch, stream);
+      error = launch_sparse_mode(mode == DecodeMode::kSparseFromLogits, type, head_dim, params, batch, stream,
+                                 programmatic);
       break;
   }
   return cuda_status(error, "launch of the decode kernel");

@@ -22,9 +22,10 @@ enum class DecodeMode {
   kSparseFromLogits,  // o + lse over index rows, S from the stored logits, V rows only (anchor's own output)
 };
 
-// Launches the kernel for `batch` sequences (grid num_splits x num_slots x batch).
+// Launches the kernel for `batch` sequences (grid num_splits x num_slots x batch); programmatic:
+// programmatic dependent launch (PassPlan::programmatic, cuda/common/programmatic_launch.cuh).
 Status launch_decode_kernel(DecodeMode mode, DType dtype, int32_t head_dim, const DecodeKernelParams& params,
-                            int32_t batch, cudaStream_t stream);
+                            int32_t batch, cudaStream_t stream, bool programmatic);
 
 // CTAs of the mode's kernel that fit on one multiprocessor; also raises the kernel's dynamic
 // shared-memory limit (called at plan time, never inside a captured run).

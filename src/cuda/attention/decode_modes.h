@@ -12,13 +12,14 @@ namespace kascade::cuda::detail {
 
 enum class ElementType : int { kF16 = 0, kBF16 = 1 };
 
-// Launch grid (num_splits, num_slots, batch). cudaErrorInvalidValue for an unbuilt (type, head dim).
+// Launch grid (num_splits, num_slots, batch); programmatic: programmatic dependent launch
+// (cuda/common/programmatic_launch.cuh). cudaErrorInvalidValue for an unbuilt (type, head dim).
 cudaError_t launch_dense_mode(ElementType type, int head_dim, const DecodeKernelParams& params, int batch,
-                              cudaStream_t stream);
+                              cudaStream_t stream, bool programmatic);
 cudaError_t launch_scoring_mode(bool with_output, ElementType type, int head_dim, const DecodeKernelParams& params,
-                                int batch, cudaStream_t stream);
+                                int batch, cudaStream_t stream, bool programmatic);
 cudaError_t launch_sparse_mode(bool from_logits, ElementType type, int head_dim, const DecodeKernelParams& params,
-                               int batch, cudaStream_t stream);
+                               int batch, cudaStream_t stream, bool programmatic);
 
 // Raises the kernel's dynamic shared-memory limit and reports how many CTAs fit per SM.
 cudaError_t prepare_dense_mode(ElementType type, int head_dim, int* ctas_per_sm);

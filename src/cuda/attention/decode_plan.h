@@ -39,6 +39,8 @@ struct PassPlan {
   int32_t num_splits = 1;  // S; each run cuts a list of length L into chunks of ceil(L/S) keys
   int32_t max_len = 0;     // longest key list (max_seq_len, or k_max for index rows)
   bool from_logits = false;  // sparse pass: S from the stored logits, V rows only (kSparseFromLogits)
+  bool programmatic = false;  // launch with programmatic dependent launch (sm_90+; cuda/common/programmatic_launch.cuh):
+                              // the pass may start while the stream's previous kernel runs (set by the caller)
 };
 
 // Byte offsets into the caller's workspace (one device allocation of total_bytes, 256-aligned

@@ -36,7 +36,7 @@ Status dense_decode(const DenseDecodePlan& plan, const QueryBatch& q, const Page
   p.o = out.o;
   p.lse = out.lse;
   return detail::launch_decode_kernel(detail::DecodeMode::kDense, plan.shape.dtype, plan.shape.head_dim, p, q.batch,
-                                      stream);
+                                      stream, plan.pass.programmatic);
 }
 
 }  // namespace kascade::cuda

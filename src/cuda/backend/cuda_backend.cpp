@@ -33,7 +33,7 @@ using cuda::PrefillPlanCache;
 struct CudaBackend::State {
   explicit State(const CudaBackendOptions& o)
       : options(o),
-        plans(o.max_seq_len, o.budget, o.stream),
+        plans(o.max_seq_len, o.budget, o.stream, o.programmatic_launch),
         prefill_plans(o.max_batch, o.max_seq_len, o.stream),
         k_host(static_cast<size_t>(o.max_batch)) {}
 
@@ -155,6 +155,13 @@ Result<std::shared_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   }
   KC_CHECK_ARG(options.device < count, "cuda backend: device is ", options.device, "; this machine has ", count,
                " CUDA device(s)");
+  if (options.programmatic_launch) {
+    int major = 0;
+    KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, options.device));
+    if (major < 9)
+      return unsupported("cuda backend: programmatic_launch needs compute capability 9.0 or newer (device ",
+                         options.device, " is ", major, ".x)");
+  }
   auto state = std::make_unique<State>(options);
   KC_RETURN_IF_ERROR(state->activate());
   KC_ASSIGN_OR_RETURN(state->k_device,

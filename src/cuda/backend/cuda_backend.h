@@ -78,6 +78,9 @@ struct CudaBackendOptions {
   Budget budget;                  // the policies' Top-k budget: tunes the split of sparse passes
                                   // (speed only; ops honour whatever k they are given)
   bool check_errors_every_op = false;  // wait after each op and report device error bits
+  bool programmatic_launch = false;    // decode-kernel passes launch with programmatic dependent launch, so
+                                       // each may start while the stream's previous kernel runs (sm_90+:
+                                       // cuda/common/programmatic_launch.cuh; refused below sm_90)
 };
 
 // Checks device >= 0, 1 <= max_batch <= 65535, 1 <= max_seq_len <= 2^30, a valid budget. No GPU needed.

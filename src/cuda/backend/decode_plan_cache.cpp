@@ -20,8 +20,8 @@ auto* find_entry(std::vector<Keyed>& entries, const DecodeKey& key, int32_t vari
 
 }  // namespace
 
-DecodePlanCache::DecodePlanCache(int32_t max_seq_len, const Budget& budget, cudaStream_t stream)
-    : max_seq_len_(max_seq_len), budget_(budget), stream_(stream) {}
+DecodePlanCache::DecodePlanCache(int32_t max_seq_len, const Budget& budget, cudaStream_t stream, bool programmatic)
+    : max_seq_len_(max_seq_len), budget_(budget), stream_(stream), programmatic_(programmatic) {}
 
 DecodeShape DecodePlanCache::shape_of(const DecodeKey& key) const {
   DecodeShape s;
@@ -43,6 +43,7 @@ Result<const DecodePlanCache::Dense*> DecodePlanCache::dense(const DecodeKey& ke
   if (const Dense* found = find_entry(dense_, key, 0)) return found;
   auto entry = std::make_unique<Dense>();
   KC_ASSIGN_OR_RETURN(entry->plan, plan_dense_decode(shape_of(key)));
+  entry->plan.pass.programmatic = programmatic_;
   KC_ASSIGN_OR_RETURN(entry->workspace, make_workspace(entry->plan.workspace, "the dense decode workspace"));
   const Dense* result = entry.get();
   dense_.push_back({key, 0, std::move(entry)});
@@ -55,6 +56,7 @@ Result<const DecodePlanCache::Sparse*> DecodePlanCache::sparse(const DecodeKey& 
   auto entry = std::make_unique<Sparse>();
   const int32_t k_plan = static_cast<int32_t>(std::max<int64_t>(1, budget_k(max_seq_len_, budget_)));
   KC_ASSIGN_OR_RETURN(entry->plan, plan_sparse_decode(shape_of(key), granularity, k_plan));
+  entry->plan.pass.programmatic = programmatic_;
   KC_ASSIGN_OR_RETURN(entry->workspace, make_workspace(entry->plan.workspace, "the sparse decode workspace"));
   const Sparse* result = entry.get();
   sparse_.push_back({key, variant, std::move(entry)});
@@ -72,6 +74,8 @@ Result<const DecodePlanCache::Anchor*> DecodePlanCache::anchor(const DecodeKey& 
   options.budget = budget_;
   options.dense_output = dense_output;
   KC_ASSIGN_OR_RETURN(entry->plan, plan_anchor_decode(shape_of(key), options));
+  entry->plan.scoring.programmatic = programmatic_;
+  entry->plan.sparse.programmatic = programmatic_;
   KC_ASSIGN_OR_RETURN(entry->workspace, make_workspace(entry->plan.workspace, "the anchor decode workspace"));
   const Anchor* result = entry.get();
   anchor_.push_back({key, variant, std::move(entry)});

@@ -45,7 +45,9 @@ struct DecodeKey : CallHeads {
 
 class DecodePlanCache {
  public:
-  DecodePlanCache(int32_t max_seq_len, const Budget& budget, cudaStream_t stream);
+  // programmatic: every decode-kernel pass of the plans launches with programmatic dependent launch
+  // (PassPlan::programmatic; CudaBackendOptions::programmatic_launch).
+  DecodePlanCache(int32_t max_seq_len, const Budget& budget, cudaStream_t stream, bool programmatic = false);
 
   struct Dense {
     DenseDecodePlan plan;
@@ -85,6 +87,7 @@ class DecodePlanCache {
   int32_t max_seq_len_;
   Budget budget_;
   cudaStream_t stream_;
+  bool programmatic_;
   int64_t allocations_ = 0;
   std::vector<Keyed<Dense>> dense_;
   std::vector<Keyed<Sparse>> sparse_;

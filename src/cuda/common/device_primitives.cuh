@@ -3,7 +3,7 @@
 // m16n8k16 tensor-core MMA for fp16 and bf16 with fp32 accumulation, packing of fp32 pairs,
 // the order-preserving map from float to uint32 used by the radix select, a register-cached
 // histogram update for skewed data, a block-wide exclusive scan (the radix selects' compactions) and
-// 2^x on the MUFU unit (ex2.approx).
+// 2^x on the MUFU unit (ex2.approx) and a bulk L2 prefetch (cp.async.bulk.prefetch.L2).
 // Fragment layouts follow the PTX ISA ("Matrix Fragments for mma.m16n8k16"). Device-only; tested
 // through the kernels that use them (tests/cuda/).
 #pragma once
@@ -184,6 +184,14 @@ __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
+}
+
+// Asks the copy engine to bring `bytes` of global memory at `p` into L2 (cp.async.bulk.prefetch.L2;
+// sm_90+, nothing below). p 16-byte aligned, bytes a multiple of 16. No data comes back, nothing waits.
+__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+#endif
 }
 
 // k(n) of DESIGN.md §2.1 in the same int64 arithmetic as kascade::budget_k (src/core/budget.cpp).

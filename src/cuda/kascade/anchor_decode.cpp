@@ -108,7 +108,7 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
   }
   KC_RETURN_IF_ERROR(detail::launch_decode_kernel(
       plan.options.dense_output ? detail::DecodeMode::kDenseLogits : detail::DecodeMode::kScoring, plan.shape.dtype,
-      plan.shape.head_dim, p, q.batch, stream));
+      plan.shape.head_dim, p, q.batch, stream, plan.scoring.programmatic));
 
   // 2. pooled post-softmax scores (fused: inside the row Top-k of step 3)
   const bool fused = plan.options.pool_fusion == PoolFusion::kFused;

@@ -66,7 +66,7 @@ Status run_sparse_pass(const DecodeShape& shape, const PassPlan& pass, const Que
     p.logits_stride = stored->stride;
   }
   return launch_decode_kernel(stored != nullptr ? DecodeMode::kSparseFromLogits : DecodeMode::kSparse, shape.dtype,
-                              shape.head_dim, p, q.batch, stream);
+                              shape.head_dim, p, q.batch, stream, pass.programmatic);
 }
 
 }  // namespace detail

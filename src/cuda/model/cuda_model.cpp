@@ -61,6 +61,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::create(const Weights& weights, con
   backend.max_batch = options.max_batch;
   backend.max_seq_len = options.max_seq_len;
   backend.budget = options.budget;
+  backend.programmatic_launch = options.programmatic_launch;
   KC_ASSIGN_OR_RETURN(m->backend_, CudaBackend::create(backend));
   return m;
 }

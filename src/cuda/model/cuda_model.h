@@ -30,6 +30,9 @@ struct CudaModelOptions {
   int32_t max_seq_len = 0;         // longest sequence (prompt + generated tokens), the backend's plan
   int32_t page_size = 16;          // KV cache page (block tables are planned for it)
   Budget budget;                   // the policies' Top-k budget (tunes the backend's sparse passes)
+  bool programmatic_launch = false;  // the forward pass's own kernels (norm, small-m linear, RoPE / KV append,
+                                     // SiLU·mul, decode attention) launch with programmatic dependent launch
+                                     // (sm_90+; cuda/common/programmatic_launch.cuh; refused below sm_90)
 };
 
 // Free and total device memory of the current device (cudaMemGetInfo).

@@ -373,6 +373,7 @@ Status CudaSession::run_layers(int32_t batch, int64_t T) {
   const ModelConfig& c = model_->config();
   const DType act = model_->options().act_dtype;
   const cudaStream_t stream = model_->stream();
+  const bool pdl = model_->options().programmatic_launch;  // CudaModelOptions::programmatic_launch
   const DeviceWeights& w = model_->weights();
   const int32_t hidden = static_cast<int32_t>(c.hidden_size), H = static_cast<int32_t>(c.num_attention_heads),
                 G = static_cast<int32_t>(c.num_key_value_heads), d = static_cast<int32_t>(c.head_dim);
@@ -395,7 +396,7 @@ Status CudaSession::run_layers(int32_t batch, int64_t T) {
       host_x_.resize(static_cast<size_t>(T) * static_cast<size_t>(hidden));
       KC_RETURN_IF_ERROR(to_host(host_x_.data(), x, residual_bytes));
     }
-    KC_RETURN_IF_ERROR(rmsnorm_rows(x, nullptr, T, hidden, lw.input_norm, eps, at(layout_.h), act, stream));
+    KC_RETURN_IF_ERROR(rmsnorm_rows(x, nullptr, T, hidden, lw.input_norm, eps, at(layout_.h), act, stream, pdl));
     KC_RETURN_IF_ERROR(linear(at(layout_.h), lw.qkv, at(layout_.qkv), T, (H + 2 * G) * d, hidden, act, act, false));
     AttentionInputsArgs args;
     args.qkv = at(layout_.qkv);
@@ -409,7 +410,7 @@ Status CudaSession::run_layers(int32_t batch, int64_t T) {
     args.q_out = at(layout_.q);
     args.k_cache = k_cache(l);
     args.v_cache = v_cache(l);
-    KC_RETURN_IF_ERROR(attention_inputs(shape, args, stream));
+    KC_RETURN_IF_ERROR(attention_inputs(shape, args, stream, pdl));
     kv.k = k_cache(l);
     kv.v = v_cache(l);
     Status s = host_policy_ ? host_attention(l, q, kv, params, out) : policy_->attention(l, q, kv, params, out);
@@ -423,9 +424,9 @@ Status CudaSession::run_layers(int32_t batch, int64_t T) {
       Status observed = observer_->on_attention(l, host_x_.data(), host_attn_.data(), T);
       if (!observed.ok()) return observed.with_context("layer observer, layer " + std::to_string(l));
     }
-    KC_RETURN_IF_ERROR(rmsnorm_rows(x, nullptr, T, hidden, lw.post_norm, eps, at(layout_.h), act, stream));
+    KC_RETURN_IF_ERROR(rmsnorm_rows(x, nullptr, T, hidden, lw.post_norm, eps, at(layout_.h), act, stream, pdl));
     KC_RETURN_IF_ERROR(linear(at(layout_.h), lw.gate_up, at(layout_.gate_up), T, 2 * inter, hidden, act, act, false));
-    KC_RETURN_IF_ERROR(silu_mul(at(layout_.gate_up), T, inter, at(layout_.mlp), act, stream));
+    KC_RETURN_IF_ERROR(silu_mul(at(layout_.gate_up), T, inter, at(layout_.mlp), act, stream, pdl));
     KC_RETURN_IF_ERROR(linear(at(layout_.mlp), lw.down_proj, x, T, hidden, inter, act, DType::kF32, true));
   }
   return ok_status();
@@ -434,7 +435,8 @@ Status CudaSession::run_layers(int32_t batch, int64_t T) {
 Status CudaSession::linear(const void* x, const void* w, void* y, int64_t m, int64_t n, int64_t k, DType in_dtype,
                            DType out_dtype, bool accumulate) {
   if (small_m_linear_ && small_m_linear_supports(x, w, m, n, k, in_dtype, out_dtype))
-    return small_m_linear(x, w, y, m, n, k, in_dtype, out_dtype, accumulate, model_->stream());
+    return small_m_linear(x, w, y, m, n, k, in_dtype, out_dtype, accumulate, model_->stream(),
+                          model_->options().programmatic_launch);
   return model_->cublas().linear(x, w, y, m, n, k, in_dtype, out_dtype, accumulate);
 }
 

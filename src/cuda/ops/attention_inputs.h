@@ -45,6 +45,8 @@ struct AttentionInputsArgs {
   void* v_cache = nullptr;          // [num_pages, page_size, G, d] dtype
 };
 
-Status attention_inputs(const AttentionInputsShape& shape, const AttentionInputsArgs& args, cudaStream_t stream);
+// programmatic: programmatic dependent launch (cuda/common/programmatic_launch.cuh; sm_90+ only).
+Status attention_inputs(const AttentionInputsShape& shape, const AttentionInputsArgs& args, cudaStream_t stream,
+                        bool programmatic = false);
 
 }  // namespace kascade::cuda

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cuda/common/cuda_status.h"
+#include "cuda/common/programmatic_launch.cuh"
 #include "cuda/ops/act_types.cuh"
 #include "cuda/ops/attention_inputs.h"
 
@@ -21,6 +22,8 @@ constexpr int kWarps = 8;
 template <typename T>
 __global__ void __launch_bounds__(kWarps * 32) attention_inputs_kernel(AttentionInputsShape s, AttentionInputsArgs a) {
   extern __shared__ float rotation[];  // [2][d / 2]: cos, then sin (times attention_scaling)
+  detail::wait_for_prerequisite_grids();
+  detail::allow_dependent_grids();
   const int64_t t = blockIdx.x;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -78,7 +81,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_inputs_kernel(Attention
 
 }  // namespace
 
-Status attention_inputs(const AttentionInputsShape& s, const AttentionInputsArgs& a, cudaStream_t stream) {
+Status attention_inputs(const AttentionInputsShape& s, const AttentionInputsArgs& a, cudaStream_t stream,
+                        bool programmatic) {
   KC_CHECK_ARG(s.tokens >= 0 && s.tokens <= 0x7fffffff, "attention_inputs: tokens = ", s.tokens);
   KC_CHECK_ARG(s.num_heads >= 1 && s.num_kv_heads >= 1 && s.num_heads % s.num_kv_heads == 0,
                "attention_inputs: ", s.num_heads, " heads and ", s.num_kv_heads,
@@ -98,8 +102,9 @@ Status attention_inputs(const AttentionInputsShape& s, const AttentionInputsArgs
     const int32_t heads = s.num_heads + 2 * s.num_kv_heads;
     const dim3 grid(static_cast<unsigned>(s.tokens), static_cast<unsigned>((heads + kWarps - 1) / kWarps));
     const size_t shared = static_cast<size_t>(s.head_dim) * sizeof(float);
-    attention_inputs_kernel<T><<<grid, kWarps * 32, shared, stream>>>(s, a);
-    KC_CUDA_RETURN_IF_LAUNCH_FAILED("attention_inputs_kernel");
+    KC_RETURN_IF_ERROR(cuda_status(
+        detail::launch_kernel(programmatic, attention_inputs_kernel<T>, grid, dim3(kWarps * 32), shared, stream, s, a),
+        "launch of attention_inputs_kernel"));
     return ok_status();
   });
 }

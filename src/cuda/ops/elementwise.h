@@ -18,7 +18,9 @@
 namespace kascade::cuda {
 
 // gate_up: [tokens, 2 · inter] dtype; out: [tokens, inter] dtype (must not alias gate_up).
-Status silu_mul(const void* gate_up, int64_t tokens, int64_t inter, void* out, DType dtype, cudaStream_t stream);
+// programmatic: programmatic dependent launch (cuda/common/programmatic_launch.cuh; sm_90+ only).
+Status silu_mul(const void* gate_up, int64_t tokens, int64_t inter, void* out, DType dtype, cudaStream_t stream,
+                bool programmatic = false);
 
 // table: [vocab, hidden] dtype; tokens: [n] int32; out: [n, hidden] fp32; error: one uint32 (device)
 // or null.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cuda/common/cuda_status.h"
+#include "cuda/common/programmatic_launch.cuh"
 #include "cuda/ops/act_types.cuh"
 #include "cuda/ops/elementwise.h"
 
@@ -13,6 +14,8 @@ constexpr int kThreads = 256;
 
 template <typename T>
 __global__ void silu_mul_kernel(const T* __restrict__ gate_up, int64_t tokens, int64_t inter, T* __restrict__ out) {
+  detail::wait_for_prerequisite_grids();
+  detail::allow_dependent_grids();
   const int64_t total = tokens * inter;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -37,7 +40,8 @@ __global__ void embedding_kernel(const T* __restrict__ table, int64_t vocab, int
 
 }  // namespace
 
-Status silu_mul(const void* gate_up, int64_t tokens, int64_t inter, void* out, DType dtype, cudaStream_t stream) {
+Status silu_mul(const void* gate_up, int64_t tokens, int64_t inter, void* out, DType dtype, cudaStream_t stream,
+                bool programmatic) {
   KC_CHECK_ARG(tokens >= 0 && inter >= 1, "silu_mul: tokens = ", tokens, ", inter = ", inter);
   if (tokens == 0) return ok_status();
   KC_CHECK_ARG(gate_up != nullptr && out != nullptr, "silu_mul: null pointer");
@@ -45,9 +49,11 @@ Status silu_mul(const void* gate_up, int64_t tokens, int64_t inter, void* out, D
   return ops_detail::dispatch_act(dtype, "silu_mul", [&](auto tag) -> Status {
     using T = decltype(tag);
     const int64_t blocks = std::min<int64_t>((tokens * inter + kThreads - 1) / kThreads, 65536);
-    silu_mul_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(static_cast<const T*>(gate_up), tokens,
-                                                                                inter, static_cast<T*>(out));
-    KC_CUDA_RETURN_IF_LAUNCH_FAILED("silu_mul_kernel");
+    KC_RETURN_IF_ERROR(cuda_status(detail::launch_kernel(programmatic, silu_mul_kernel<T>,
+                                                         dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream,
+                                                         static_cast<const T*>(gate_up), tokens, inter,
+                                                         static_cast<T*>(out)),
+                                   "launch of silu_mul_kernel"));
     return ok_status();
   });
 }

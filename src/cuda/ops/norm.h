@@ -16,8 +16,9 @@
 namespace kascade::cuda {
 
 // x: [*, dim] fp32 (device); row_index: [rows] int32 (device) or null; weight: [dim] fp32 (device);
-// out: [rows, dim] `out_dtype` (bf16 / f16, device). rows >= 0, dim >= 1.
+// out: [rows, dim] `out_dtype` (bf16 / f16, device). rows >= 0, dim >= 1. programmatic: launch with
+// programmatic dependent launch (cuda/common/programmatic_launch.cuh; sm_90+ only).
 Status rmsnorm_rows(const float* x, const int32_t* row_index, int64_t rows, int32_t dim, const float* weight,
-                    float eps, void* out, DType out_dtype, cudaStream_t stream);
+                    float eps, void* out, DType out_dtype, cudaStream_t stream, bool programmatic = false);
 
 }  // namespace kascade::cuda

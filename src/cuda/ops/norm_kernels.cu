@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "cuda/common/cuda_status.h"
+#include "cuda/common/programmatic_launch.cuh"
 #include "cuda/ops/act_types.cuh"
 #include "cuda/ops/norm.h"
 
@@ -30,6 +31,8 @@ __device__ __forceinline__ float block_sum(float sum, float* partial) {
 template <typename TOut>
 __global__ void rmsnorm_kernel(const float* __restrict__ x, const int32_t* __restrict__ row_index, int32_t dim,
                                const float* __restrict__ weight, float eps, TOut* __restrict__ out) {
+  detail::wait_for_prerequisite_grids();
+  detail::allow_dependent_grids();
   const int64_t r = blockIdx.x;
   const int64_t src = row_index != nullptr ? row_index[r] : r;
   const float* xr = x + src * dim;
@@ -50,6 +53,8 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_vec_kernel(const float* __re
                                                                const int32_t* __restrict__ row_index, int32_t dim,
                                                                const float* __restrict__ weight, float eps,
                                                                TOut* __restrict__ out) {
+  detail::wait_for_prerequisite_grids();
+  detail::allow_dependent_grids();
   const int64_t r = blockIdx.x;
   const int64_t src = row_index != nullptr ? row_index[r] : r;
   const float4* xr = reinterpret_cast<const float4*>(x + src * dim);
@@ -85,7 +90,7 @@ bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p
 }  // namespace
 
 Status rmsnorm_rows(const float* x, const int32_t* row_index, int64_t rows, int32_t dim, const float* weight,
-                    float eps, void* out, DType out_dtype, cudaStream_t stream) {
+                    float eps, void* out, DType out_dtype, cudaStream_t stream, bool programmatic) {
   KC_CHECK_ARG(rows >= 0 && rows <= 0x7fffffff, "rmsnorm_rows: rows = ", rows, " outside [0, 2^31)");
   KC_CHECK_ARG(dim >= 1, "rmsnorm_rows: dim = ", dim, " must be >= 1");
   KC_CHECK_ARG(std::isfinite(eps) && eps >= 0.0f, "rmsnorm_rows: eps = ", eps, " must be finite and >= 0");
@@ -93,14 +98,17 @@ Status rmsnorm_rows(const float* x, const int32_t* row_index, int64_t rows, int3
   KC_CHECK_ARG(x != nullptr && weight != nullptr && out != nullptr, "rmsnorm_rows: null pointer");
   return ops_detail::dispatch_act(out_dtype, "rmsnorm_rows", [&](auto tag) -> Status {
     using T = decltype(tag);
+    const unsigned rows32 = static_cast<unsigned>(rows);
     if (dim % 4 == 0 && dim <= kVecMaxDim && aligned(x, 16) && aligned(weight, 16)) {
-      rmsnorm_vec_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, row_index, dim, weight, eps,
-                                                                                   static_cast<T*>(out));
-      KC_CUDA_RETURN_IF_LAUNCH_FAILED("rmsnorm_vec_kernel");
+      KC_RETURN_IF_ERROR(cuda_status(detail::launch_kernel(programmatic, rmsnorm_vec_kernel<T>, dim3(rows32),
+                                                           dim3(kThreads), 0, stream, x, row_index, dim, weight, eps,
+                                                           static_cast<T*>(out)),
+                                     "launch of rmsnorm_vec_kernel"));
     } else {
-      rmsnorm_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, row_index, dim, weight, eps,
-                                                                               static_cast<T*>(out));
-      KC_CUDA_RETURN_IF_LAUNCH_FAILED("rmsnorm_kernel");
+      KC_RETURN_IF_ERROR(cuda_status(detail::launch_kernel(programmatic, rmsnorm_kernel<T>, dim3(rows32),
+                                                           dim3(kThreads), 0, stream, x, row_index, dim, weight, eps,
+                                                           static_cast<T*>(out)),
+                                     "launch of rmsnorm_kernel"));
     }
     return ok_status();
   });

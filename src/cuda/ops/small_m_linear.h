@@ -29,8 +29,10 @@ bool small_m_linear_supports(const void* x, const void* w, int64_t m, int64_t n,
                              DType out_dtype);
 
 // x: device [m, k], w: device [n, k], y: device [m, n] (row-major, row stride n), all on `stream`.
-// Refuses (kInvalidArgument naming the value) what small_m_linear_supports refuses.
+// programmatic: programmatic dependent launch (sm_90+; cuda/common/programmatic_launch.cuh) — the
+// kernel may start while the stream's previous kernel runs, prefetching its weights into L2 until that
+// kernel has finished. Refuses (kInvalidArgument naming the value) what small_m_linear_supports refuses.
 Status small_m_linear(const void* x, const void* w, void* y, int64_t m, int64_t n, int64_t k, DType in_dtype,
-                      DType out_dtype, bool accumulate, cudaStream_t stream);
+                      DType out_dtype, bool accumulate, cudaStream_t stream, bool programmatic = false);
 
 }  // namespace kascade::cuda

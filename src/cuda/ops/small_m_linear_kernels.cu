@@ -11,6 +11,10 @@
 // product does not care which k is summed when. D = [16 weight rows] × [8 x rows, m of them real]
 // in fp32; the 8 warps' D are summed in shared memory in warp order and written (added) to y.
 // Rows past n and x rows past m read zeros (their loads are not issued) and are not written.
+// Launched programmatically (small_m_linear's `programmatic`), a block first asks for the start of its
+// weight tile (rows n0 .. n0 + 15 are one contiguous [16, k] piece) to be brought into L2 — weights are
+// never written, so this may overlap the previous kernel — and only then waits for the previous kernel
+// and reads x (cuda/common/programmatic_launch.cuh).
 // Tested by tests/cuda/test_ops_gemm.cpp.
 #include <cuda_runtime.h>
 
@@ -20,6 +24,7 @@
 
 #include "cuda/common/cuda_status.h"
 #include "cuda/common/device_primitives.cuh"
+#include "cuda/common/programmatic_launch.cuh"
 #include "cuda/ops/small_m_linear.h"
 
 namespace kascade::cuda {
@@ -30,6 +35,8 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kTileRows = 16;  // weight rows (outputs) of a block
 constexpr int kUnitK = 32;     // k per warp step: 4 lanes × 8 elements
 constexpr int kUnroll = 4;     // units per warp and stage, their loads in flight together (two stages)
+constexpr int kPrefetchLanes = 16;          // lanes of warp 0 that prefetch the block's weight tile
+constexpr int64_t kPrefetchChunk = 4096;    // bytes each: the first 64 KB of the tile (k = 4096: half of it)
 
 // 16 bytes from global memory, or zeros when !pred. Volatile asm, like the MMAs: the compiler keeps
 // every load of a stage before the MMAs that follow it in program order (plain loads it interleaved
@@ -71,6 +78,15 @@ __global__ void __launch_bounds__(kThreads) small_m_linear_kernel(const T* __res
   const T* w_hi = w + static_cast<int64_t>(has_hi ? row_hi : 0) * k + 8 * tig;
   const T* x_row = x + static_cast<int64_t>(has_x ? gid : 0) * k + 8 * tig;
   const int units = (k + kUnitK - 1) / kUnitK;
+  if (warp == 0 && lane < kPrefetchLanes) {  // before the wait: weights only
+    const int64_t tile_bytes = static_cast<int64_t>(min(kTileRows, n - n0)) * k * static_cast<int64_t>(sizeof(T));
+    const int64_t begin = lane * kPrefetchChunk;  // tile_bytes and begin are multiples of 16 (k % 8 == 0)
+    if (begin < tile_bytes)
+      detail::prefetch_l2_bulk(reinterpret_cast<const char*>(w + static_cast<int64_t>(n0) * k) + begin,
+                               static_cast<uint32_t>(min(kPrefetchChunk, tile_bytes - begin)));
+  }
+  detail::wait_for_prerequisite_grids();
+  detail::allow_dependent_grids();
   constexpr int kStep = kWarps * kUnroll;  // units between a warp's iterations
 
   // Loads units u0, u0 + 8, ... of this warp (zeros past k).
@@ -131,17 +147,17 @@ __global__ void __launch_bounds__(kThreads) small_m_linear_kernel(const T* __res
 
 template <typename T>
 Status launch_for_input(const void* x, const void* w, void* y, int m, int n, int k, DType out_dtype, bool accumulate,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, bool programmatic) {
   const dim3 grid(static_cast<unsigned>((n + kTileRows - 1) / kTileRows));
   const T* xt = static_cast<const T*>(x);
   const T* wt = static_cast<const T*>(w);
-  if (out_dtype == DType::kF32) {
-    small_m_linear_kernel<T, float><<<grid, kThreads, 0, stream>>>(xt, wt, static_cast<float*>(y), m, n, k, accumulate);
-  } else {
-    small_m_linear_kernel<T, T><<<grid, kThreads, 0, stream>>>(xt, wt, static_cast<T*>(y), m, n, k, accumulate);
-  }
-  KC_CUDA_RETURN_IF_LAUNCH_FAILED("small_m_linear_kernel");
-  return ok_status();
+  const cudaError_t error =
+      out_dtype == DType::kF32
+          ? detail::launch_kernel(programmatic, small_m_linear_kernel<T, float>, grid, dim3(kThreads), 0, stream, xt, wt,
+                                  static_cast<float*>(y), m, n, k, accumulate)
+          : detail::launch_kernel(programmatic, small_m_linear_kernel<T, T>, grid, dim3(kThreads), 0, stream, xt, wt,
+                                  static_cast<T*>(y), m, n, k, accumulate);
+  return cuda_status(error, "launch of small_m_linear_kernel");
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -157,15 +173,16 @@ bool small_m_linear_supports(const void* x, const void* w, int64_t m, int64_t n,
 }
 
 Status small_m_linear(const void* x, const void* w, void* y, int64_t m, int64_t n, int64_t k, DType in_dtype,
-                      DType out_dtype, bool accumulate, cudaStream_t stream) {
+                      DType out_dtype, bool accumulate, cudaStream_t stream, bool programmatic) {
   KC_CHECK_ARG(y != nullptr, "small_m_linear: y is null");
   KC_CHECK_ARG(small_m_linear_supports(x, w, m, n, k, in_dtype, out_dtype), "small_m_linear: m = ", m, " (1..",
                kSmallMLinearMaxRows, "), n = ", n, ", k = ", k, " (a multiple of 8, >= 8), ", dtype_name(in_dtype),
                " -> ", dtype_name(out_dtype), " (bf16 / f16 in, the input dtype or f32 out), x and w 16-byte aligned: ",
                "not taken");
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
-  if (in_dtype == DType::kBF16) return launch_for_input<__nv_bfloat16>(x, w, y, mi, ni, ki, out_dtype, accumulate, stream);
-  return launch_for_input<__half>(x, w, y, mi, ni, ki, out_dtype, accumulate, stream);
+  if (in_dtype == DType::kBF16)
+    return launch_for_input<__nv_bfloat16>(x, w, y, mi, ni, ki, out_dtype, accumulate, stream, programmatic);
+  return launch_for_input<__half>(x, w, y, mi, ni, ki, out_dtype, accumulate, stream, programmatic);
 }
 
 }  // namespace kascade::cuda

@@ -34,18 +34,21 @@ TEST(RuntimeFlags, DefaultsMatchRuntimeOptions) {
   EXPECT_EQ(o->pipelined_decode, defaults.pipelined_decode);
   EXPECT_EQ(o->small_m_linear, defaults.small_m_linear);
   EXPECT_FALSE(o->small_m_linear) << "opt-in until measured on the GPU";
+  EXPECT_EQ(o->programmatic_launch, defaults.programmatic_launch);
+  EXPECT_FALSE(o->programmatic_launch) << "opt-in until measured on the GPU";
   EXPECT_EQ(o->cuda_dtype, DType::kBF16);
 }
 
 TEST(RuntimeFlags, CudaSwitchesAndBudget) {
   auto o = parse({"-m", "m", "--device", "cuda", "--cuda-dtype", "f16", "--no-cuda-graph", "--no-pipelined-decode",
-                  "--small-m-linear", "--topk-fraction", "0.05", "--k-min", "64", "--tile", "16"});
+                  "--small-m-linear", "--pdl", "--topk-fraction", "0.05", "--k-min", "64", "--tile", "16"});
   ASSERT_TRUE(o.ok()) << o.status().to_string();
   EXPECT_EQ(o->device, Device::kCuda);
   EXPECT_EQ(o->cuda_dtype, DType::kF16);
   EXPECT_FALSE(o->cuda_graph);
   EXPECT_FALSE(o->pipelined_decode);
   EXPECT_TRUE(o->small_m_linear);
+  EXPECT_TRUE(o->programmatic_launch);
   EXPECT_DOUBLE_EQ(o->attention.topk_fraction, 0.05);
   EXPECT_EQ(o->attention.k_min, 64);
   EXPECT_EQ(o->attention.tile_size, 16);
