@@ -94,11 +94,13 @@ struct RuntimeOptions {
                                      // false: step by step
   bool small_m_linear = false;       // kCuda: linear layers of <= 8 rows (decode) through a weight-streaming
                                      // tensor-core kernel instead of cuBLAS (src/cuda/ops/small_m_linear.h;
-                                     // opt-in until measured on the GPU)
+                                     // opt-in: 0.55 ms a step slower than cuBLAS at 128K batch 4,
+                                     // docs/perf.md GPU runtime round 10)
   bool programmatic_launch = false;  // kCuda: the forward pass's own kernels launch with programmatic
                                      // dependent launch, each starting while its predecessor finishes
                                      // (sm_90+, refused below; src/cuda/common/programmatic_launch.cuh;
-                                     // opt-in until measured on the GPU)
+                                     // opt-in: same results, no gain with cuBLAS's GEMMs, 0.1-0.36 ms a
+                                     // step with small_m_linear; docs/perf.md GPU runtime round 10)
   std::filesystem::path model_path;  // a model directory (config.json + safetensors) or a config.json
   bool dummy_weights = false;        // random weights of the config's shapes instead of safetensors
   DType dummy_dtype = DType::kBF16;
