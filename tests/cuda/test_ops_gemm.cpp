@@ -80,13 +80,17 @@ TEST(OpsGemm, LinearMatchesFp64Product) {
 }
 
 // The decode-step kernel: every row count 1..8, output counts around its 16-row tiles, k around its
-// 32-element units and its warps' strides (8 .. 4104), and the Llama-3.1-8B o_proj shape.
+// 32-element units and its warps' strides (8 .. 4104), and the Llama-3.1-8B o_proj shape; and more tiles
+// than its persistent grid has blocks (2 per SM: 264 on an H200), so blocks run several tiles, with k
+// long enough for every warp and so short that most warps have no unit (their zeros still summed).
 TEST(OpsGemm, SmallMLinearMatchesFp64Product) {
   KC_SKIP_WITHOUT_GPU();
   std::vector<LinearShape> shapes;
   for (int64_t m = 1; m <= cuda::kSmallMLinearMaxRows; ++m) shapes.push_back({m, 16 + m, 8 * m});
   for (LinearShape s : {LinearShape{1, 1, 8}, LinearShape{4, 15, 40}, LinearShape{4, 17, 264}, LinearShape{3, 33, 1000},
-                        LinearShape{8, 100, 1024}, LinearShape{2, 7, 4104}, LinearShape{4, 4096, 4096}})
+                        LinearShape{8, 100, 1024}, LinearShape{2, 7, 4104}, LinearShape{4, 4096, 4096},
+                        LinearShape{5, 16 * 265, 72}, LinearShape{3, 16 * 700 + 5, 264}, LinearShape{2, 9000, 40},
+                        LinearShape{8, 16 * 1100 + 9, 1032}})
     shapes.push_back(s);
   expect_linear_matches_fp64(
       [](const void* x, const void* w, void* y, int64_t m, int64_t n, int64_t k, DType in, DType out, bool acc) {
