@@ -8,8 +8,7 @@ namespace kascade::cuda {
 namespace detail {
 
 cudaError_t launch_dense_mode(ElementType type, int head_dim, const DecodeKernelParams& params, int batch,
-                         cudaStream_t stream,
-                               bool programmatic) {
+                              cudaStream_t stream, bool programmatic) {
   return launch_decode_instance<true, false, false>(type, head_dim, params, batch, stream, programmatic);
 }
 

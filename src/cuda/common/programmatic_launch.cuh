@@ -13,8 +13,9 @@
 //   2. allow_dependent_grids() only after that wait, so a dependent's own early part (which may only
 //      read immutable data) can never overtake anything.
 // Without the launch attribute both calls return at once (griddepcontrol.wait has no prerequisite
-// grid to wait for), so the kernels are unchanged when PDL is off. Below sm_90 they compile to nothing
-// and the host never sets the attribute (CudaModel enables PDL only on sm_90+).
+// grid to wait for), so the kernels are unchanged when PDL is off. Below sm_90 they compile to nothing,
+// and the runtime refuses to set the attribute there (CudaBackend::create refuses
+// CudaBackendOptions::programmatic_launch below compute capability 9.0 with a Status).
 // Tested by tests/cuda/test_ops_gemm.cpp (a producer → consumer chain, both ways) and the GPU runtime's
 // greedy-parity tests with RuntimeOptions::programmatic_launch (tests/cuda/test_gpu_runtime_parity.cpp).
 #pragma once

@@ -7,9 +7,9 @@
 namespace kascade::cuda::detail {
 
 cudaError_t launch_scoring_mode(bool with_output, ElementType type, int head_dim, const DecodeKernelParams& params,
-                           int batch, cudaStream_t stream,
-                               bool programmatic) {
-  if (with_output) return launch_decode_instance<true, true, false>(type, head_dim, params, batch, stream, programmatic);
+                                int batch, cudaStream_t stream, bool programmatic) {
+  if (with_output)
+    return launch_decode_instance<true, true, false>(type, head_dim, params, batch, stream, programmatic);
   return launch_decode_instance<false, true, false>(type, head_dim, params, batch, stream, programmatic);
 }
 

@@ -8,9 +8,9 @@
 namespace kascade::cuda::detail {
 
 cudaError_t launch_sparse_mode(bool from_logits, ElementType type, int head_dim, const DecodeKernelParams& params,
-                               int batch, cudaStream_t stream,
-                               bool programmatic) {
-  if (from_logits) return launch_decode_instance<true, false, true, true>(type, head_dim, params, batch, stream, programmatic);
+                               int batch, cudaStream_t stream, bool programmatic) {
+  if (from_logits)
+    return launch_decode_instance<true, false, true, true>(type, head_dim, params, batch, stream, programmatic);
   return launch_decode_instance<true, false, true>(type, head_dim, params, batch, stream, programmatic);
 }
 
