@@ -163,26 +163,23 @@ __global__ void __launch_bounds__(kThreads) small_m_linear_kernel(const T* __res
       tile += gridDim.x;
     }
   };
-  Stage a, b;
   int tile = blockIdx.x, u0 = warp;
   if (tile >= tiles) return;  // the host never launches more blocks than tiles
-  load(a, tile, u0);
-  for (;;) {
+  // One item: the next item's loads into `next`, this item's MMAs from `cur`, the tile's sums at its
+  // end. False once the block's last tile is done.
+  auto step = [&](const Stage& cur, Stage& next) {
     int next_tile = tile, next_u0 = u0;
     advance(next_tile, next_u0);
-    if (next_tile < tiles) load(b, next_tile, next_u0);
-    multiply(a);
+    if (next_tile < tiles) load(next, next_tile, next_u0);
+    multiply(cur);
     if (next_tile != tile) finish_tile(tile);
-    if (next_tile >= tiles) break;
     tile = next_tile;
     u0 = next_u0;
-    advance(next_tile, next_u0);
-    if (next_tile < tiles) load(a, next_tile, next_u0);
-    multiply(b);
-    if (next_tile != tile) finish_tile(tile);
-    if (next_tile >= tiles) break;
-    tile = next_tile;
-    u0 = next_u0;
+    return tile < tiles;
+  };
+  Stage a, b;  // two stages in turn
+  load(a, tile, u0);
+  while (step(a, b) && step(b, a)) {
   }
 }
 
