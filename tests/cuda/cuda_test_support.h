@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/common/plan_support.h"  // KC_SKIP_BELOW_SM90
 #include "kascade/attention.h"
 #include "kascade/dtype.h"
 #include "kascade/status.h"
@@ -29,6 +30,15 @@ bool cuda_device_available();
 #define KC_SKIP_WITHOUT_GPU()                                                     \
   do {                                                                            \
     if (!::kascade::testing::cuda_device_available()) GTEST_SKIP() << "no CUDA device"; \
+  } while (0)
+
+// Skips a test of an sm_90 launch feature (thread-block clusters, programmatic dependent launch) on an
+// older device; `what` names the feature.
+#define KC_SKIP_BELOW_SM90(what)                                                                     \
+  do {                                                                                              \
+    auto kc_sm90_ = ::kascade::cuda::detail::current_device_has_clusters();                        \
+    ASSERT_TRUE(kc_sm90_.ok()) << kc_sm90_.status().to_string();                                   \
+    if (!*kc_sm90_) GTEST_SKIP() << what << " need(s) compute capability 9.0";                      \
   } while (0)
 
 #define KC_ASSERT_CUDA(expr)                                                         \

@@ -302,9 +302,7 @@ void run_both_in_clusters(const DecodeProblem& p, AnchorOptions anchor, const st
 // the separate kernels run the row Top-k in the same clusters.
 TEST(AnchorDecode, FusedPoolingInClustersOfEverySize) {
   KC_SKIP_WITHOUT_GPU();
-  auto clusters = detail::current_device_has_clusters();
-  ASSERT_TRUE(clusters.ok());
-  if (!*clusters) GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
+  KC_SKIP_BELOW_SM90("thread-block clusters");
   auto rng = testing::rng_for_test();
   struct Shape {
     DType dtype;

@@ -297,6 +297,21 @@ double deviation(const std::vector<TeacherForcedOutput>& a, const std::vector<Te
   return scale > 0 ? worst / scale : std::nan("");
 }
 
+// The eager run of `policy` on `in` and its run-to-run deviation (a second eager run against it):
+// the reference and the noise floor of the comparisons below.
+struct EagerReference {
+  TeacherRun run;
+  double noise = 0;
+};
+
+Result<EagerReference> eager_reference(const std::string& policy, const std::vector<TeacherForcedInput>& in) {
+  EagerReference ref;
+  KC_ASSIGN_OR_RETURN(ref.run, teacher_run(tiny_options(policy, false), in));
+  KC_ASSIGN_OR_RETURN(const TeacherRun again, teacher_run(tiny_options(policy, false), in));
+  ref.noise = deviation(again.out, ref.run.out);
+  return ref;
+}
+
 class GpuRuntimeGraph : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuRuntimeGraph, TeacherForcedLogitsEqualEager) {
@@ -304,10 +319,9 @@ TEST_P(GpuRuntimeGraph, TeacherForcedLogitsEqualEager) {
   auto prompts = tiny::prompts();
   ASSERT_TRUE(prompts.ok()) << prompts.status().to_string();
   const std::vector<TeacherForcedInput> in = decode_inputs(*prompts);
-  auto eager = teacher_run(tiny_options(GetParam(), false), in);
-  ASSERT_TRUE(eager.ok()) << eager.status().to_string();
-  auto eager_again = teacher_run(tiny_options(GetParam(), false), in);
-  ASSERT_TRUE(eager_again.ok()) << eager_again.status().to_string();
+  auto reference = eager_reference(GetParam(), in);
+  ASSERT_TRUE(reference.ok()) << reference.status().to_string();
+  const TeacherRun* eager = &reference->run;
   auto graph = teacher_run(tiny_options(GetParam(), true), in);
   ASSERT_TRUE(graph.ok()) << graph.status().to_string();
 
@@ -324,7 +338,7 @@ TEST_P(GpuRuntimeGraph, TeacherForcedLogitsEqualEager) {
   EXPECT_FALSE(eager->graph.enabled);
   EXPECT_EQ(eager->graph.eager_steps, 12);
 
-  const double noise = deviation(eager_again->out, eager->out);
+  const double noise = reference->noise;
   const double got = deviation(graph->out, eager->out);
   const double tolerance = 4 * noise + 1e-6;
   std::printf("[ measured ] %s: max |dlogit| / max |logit|: graph vs eager %.3g, eager vs eager %.3g (bound %.3g)\n",
@@ -467,17 +481,13 @@ TEST_P(GpuRuntimeGraph, PipelinedGenerationEqualsStepByStep) {
 // wait) and with cuBLAS. Bound as above: 4 x the eager-vs-eager deviation + 1e-6 of max |logit|.
 TEST_P(GpuRuntimeGraph, ProgrammaticLaunchLeavesLogitsUnchanged) {
   KC_SKIP_WITHOUT_GPU();
-  int major = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
-  if (major < 9) GTEST_SKIP() << "programmatic dependent launch needs sm_90+";
+  KC_SKIP_BELOW_SM90("programmatic dependent launch");
   auto prompts = tiny::prompts();
   ASSERT_TRUE(prompts.ok()) << prompts.status().to_string();
   const std::vector<TeacherForcedInput> in = decode_inputs(*prompts);
-  auto reference = teacher_run(tiny_options(GetParam(), false), in);
+  auto reference = eager_reference(GetParam(), in);
   ASSERT_TRUE(reference.ok()) << reference.status().to_string();
-  auto again = teacher_run(tiny_options(GetParam(), false), in);
-  ASSERT_TRUE(again.ok()) << again.status().to_string();
-  const double noise = deviation(again->out, reference->out);
+  const double noise = reference->noise;
   ASSERT_TRUE(std::isfinite(noise));
   for (const bool graph : {true, false}) {
     for (const bool small_m : {true, false}) {

@@ -85,9 +85,7 @@ std::vector<uint8_t> run_chain(const ChainInputs& in, bool programmatic) {
 
 TEST(OpsProgrammaticLaunch, DecodeLayerChainEqualsPlainLaunches) {
   KC_SKIP_WITHOUT_GPU();
-  int major = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
-  if (major < 9) GTEST_SKIP() << "programmatic dependent launch needs sm_90+";
+  KC_SKIP_BELOW_SM90("programmatic dependent launch");
   const ChainInputs in = make_inputs();
   const std::vector<uint8_t> plain = run_chain(in, false);
   const std::vector<uint8_t> plain_again = run_chain(in, false);

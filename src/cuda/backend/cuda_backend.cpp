@@ -20,6 +20,7 @@
 #include "cuda/backend/quest_select.h"
 #include "cuda/common/cuda_status.h"
 #include "cuda/common/device_errors.h"
+#include "cuda/common/plan_support.h"
 #include "cuda/prefill/prefill_errors.h"
 #include "cuda/prefill/prefill_ops.h"
 
@@ -156,11 +157,10 @@ Result<std::shared_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   KC_CHECK_ARG(options.device < count, "cuda backend: device is ", options.device, "; this machine has ", count,
                " CUDA device(s)");
   if (options.programmatic_launch) {
-    int major = 0;
-    KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, options.device));
-    if (major < 9)
+    KC_ASSIGN_OR_RETURN(const bool sm90, cuda::detail::device_has_sm90_launch_features(options.device));
+    if (!sm90)
       return unsupported("cuda backend: programmatic_launch needs compute capability 9.0 or newer (device ",
-                         options.device, " is ", major, ".x)");
+                         options.device, " is older)");
   }
   auto state = std::make_unique<State>(options);
   KC_RETURN_IF_ERROR(state->activate());

@@ -33,6 +33,7 @@
 
 #include "cuda/common/cuda_status.h"
 #include "cuda/common/device_primitives.cuh"
+#include "cuda/common/plan_support.h"
 #include "cuda/common/programmatic_launch.cuh"
 #include "cuda/ops/small_m_linear.h"
 
@@ -202,9 +203,7 @@ Status launch_for_input(const void* x, const void* w, void* y, int m, int n, int
   // multiprocessors is the current device's.
   static const int per_sm_f32 = resident_blocks_per_sm(small_m_linear_kernel<T, float>);
   static const int per_sm_t = resident_blocks_per_sm(small_m_linear_kernel<T, T>);
-  int device = 0, sms = 0;
-  KC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  KC_ASSIGN_OR_RETURN(const int32_t sms, detail::current_multiprocessor_count());
   const int tiles = (n + kTileRows - 1) / kTileRows;
   const int per_sm = out_dtype == DType::kF32 ? per_sm_f32 : per_sm_t;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles, static_cast<int64_t>(per_sm) * sms)));
