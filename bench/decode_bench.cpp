@@ -9,7 +9,8 @@
 //   anchor   anchor of a later layer: exact LSE + pooled scores + Top-k + sparse output;
 //   reuse    sparse decode over the anchor's rows through a head map (g -> g+1 mod G);
 //   topk     (breakdown) the radix Top-k alone over the anchor's pooled scores, first pass included;
-//   dense_s2x, dense_s4x, reuse_s2x, reuse_s4x  (experiments) the planned splits times 2 and 4.
+//   dense_s0.5x, dense_s2x, dense_s4x, reuse_s0.5x, reuse_s2x, reuse_s4x  (experiments) the planned splits
+//                times 1/2 (at least 1), 2 and 4.
 // Each op is captured in a CUDA graph (one replay = one decode step of that layer, B = 1 too),
 // replayed after an L2 flush outside the timed region, timed with CUDA events; the median of --reps
 // replays is reported with the bytes the op must move at least. --flush picks the flush: write (default:
@@ -237,27 +238,36 @@ void run_config(const Shape& shape, DType dtype, int32_t batch, int32_t len, con
                                    batch, len, a_opts.budget, nullptr, r2, topk_scratch.p, flags.as<uint32_t>(), st,
                                    opt.topk, opt.topk_cluster);
   });
-  std::vector<std::pair<std::string, cudaGraphExec_t>> variants;
+  struct Variant {
+    std::string name;
+    int32_t splits;
+    cudaGraphExec_t exec;
+  };
+  std::vector<Variant> variants;
   std::vector<std::unique_ptr<Device>> variant_ws;
-  for (int scale : {2, 4}) {
+  // Split experiments: the planned splits scaled by 1/2 (at least 1), 2 and 4.
+  const auto scaled_splits = [](int32_t planned, const std::string& scale) {
+    return scale == "0.5" ? std::max(planned / 2, 1) : std::min(planned * std::stoi(scale), 256);
+  };
+  for (const std::string scale : {"0.5", "2", "4"}) {
     cuda::DenseDecodePlan dense_v = *dense_plan;
-    dense_v.pass.num_splits = std::min(dense_plan->pass.num_splits * scale, 256);
+    dense_v.pass.num_splits = scaled_splits(dense_plan->pass.num_splits, scale);
     dense_v.workspace = cuda::detail::layout_workspace(s, dense_v.pass.num_splits, 0, 0);
     variant_ws.push_back(std::make_unique<Device>(dense_v.workspace.total_bytes));
     void* dws = variant_ws.back()->p;
     BENCH_OK(cuda::initialize_workspace(dense_v.workspace, dws, timer.stream));
-    variants.emplace_back("dense_s" + std::to_string(scale) + "x", timer.capture([&, dense_v, dws](cudaStream_t st) {
+    variants.push_back({"dense_s" + scale + "x", dense_v.pass.num_splits, timer.capture([&, dense_v, dws](cudaStream_t st) {
       return cuda::dense_decode(dense_v, qb, kv, params, out, dws, st);
-    }));
+    })});
     cuda::SparseDecodePlan reuse_v = *r_plan;
-    reuse_v.pass.num_splits = std::min(r_plan->pass.num_splits * scale, 256);
+    reuse_v.pass.num_splits = scaled_splits(r_plan->pass.num_splits, scale);
     reuse_v.workspace = cuda::detail::layout_workspace(s, reuse_v.pass.num_splits, 0, 0);
     variant_ws.push_back(std::make_unique<Device>(reuse_v.workspace.total_bytes));
     void* rws = variant_ws.back()->p;
     BENCH_OK(cuda::initialize_workspace(reuse_v.workspace, rws, timer.stream));
-    variants.emplace_back("reuse_s" + std::to_string(scale) + "x", timer.capture([&, reuse_v, rws](cudaStream_t st) {
+    variants.push_back({"reuse_s" + scale + "x", reuse_v.pass.num_splits, timer.capture([&, reuse_v, rws](cudaStream_t st) {
       return cuda::sparse_decode(reuse_v, qb, kv, params, r1, map_d.as<int32_t>(), out, rws, st);
-    }));
+    })});
   }
 
   const double k_rows = static_cast<double>(budget_k(len, a_opts.budget));
@@ -276,12 +286,8 @@ void run_config(const Shape& shape, DType dtype, int32_t batch, int32_t len, con
                          {"anchor", a_exec, k_bytes + scores_bytes + sparse_bytes, a_plan->scoring.num_splits},
                          {"reuse", r_exec, sparse_bytes, r_plan->pass.num_splits},
                          {"topk", topk_exec, 4.0 * batch * g * len * 4, 1}};
-  for (auto& [name, exec] : variants) {
-    const bool is_dense = name.rfind("dense", 0) == 0;
-    const int scale = name.find("s2x") != std::string::npos ? 2 : 4;
-    ops.push_back(Op{name.c_str(), exec, is_dense ? kv_bytes : sparse_bytes,
-                     std::min((is_dense ? dense_plan->pass.num_splits : r_plan->pass.num_splits) * scale, 256)});
-  }
+  for (const Variant& v : variants)
+    ops.push_back(Op{v.name.c_str(), v.exec, v.name.rfind("dense", 0) == 0 ? kv_bytes : sparse_bytes, v.splits});
   for (const Op& op : ops) {
     const auto [median, best] = timer.time_graph(op.exec, opt.reps);
     const double gbps = op.bytes / (median * 1e-6) / 1e9;

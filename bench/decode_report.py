@@ -65,17 +65,17 @@ def main():
     extra = [k for k in rows if "topk" in rows[k]]
     if extra:
         print("Breakdown and split experiments (µs): Top-k alone (first pass included); dense and reuse "
-              "with the planned splits S and with 2S, 4S.\n")
-        print("| shape | dtype | B | L | layout | topk | dense S / 2S / 4S | reuse S / 2S / 4S |")
+              "with the planned splits S and with S/2 (at least 1), 2S, 4S.\n")
+        print("| shape | dtype | B | L | layout | topk | dense S / S/2 / 2S / 4S | reuse S / S/2 / 2S / 4S |")
         print("|---|---|---|---|---|---|---|---|")
         for key in sorted(extra, key=lambda k: (k[0], k[1], k[3], k[2], k[4])):
             ops = rows[key]
-            def trio(op):
-                vals = [ops.get(name) for name in (op, op + "_s2x", op + "_s4x")]
+            def splits_row(op):
+                vals = [ops.get(name) for name in (op, op + "_s0.5x", op + "_s2x", op + "_s4x")]
                 return " / ".join(f"{v['median_us']:.1f} (S={v['splits']})" for v in vals if v)
             shape, dtype, batch, length, layout = key
             print(f"| {shape} | {dtype} | {batch} | {length // 1024}K | {layout} | {ops['topk']['median_us']:.1f} | "
-                  f"{trio('dense')} | {trio('reuse')} |")
+                  f"{splits_row('dense')} | {splits_row('reuse')} |")
         print()
     if misses:
         print("Targets missed (✗):")

@@ -91,7 +91,9 @@ struct RuntimeOptions {
                                      // finish reasons, with one extra row computed for a sequence
                                      // that stops on a stop token (its result is dropped). Hides the
                                      // host's share of a CUDA step (docs/perf.md GPU runtime round 8);
-                                     // false: step by step
+                                     // false: step by step. A CUDA session with a layer observer
+                                     // (calibrate) or a host-memory policy runs step by step regardless
+                                     // (GenerateStats::pipelined_decode says which ran)
   bool small_m_linear = false;       // kCuda: linear layers of <= 8 rows (decode) through a weight-streaming
                                      // tensor-core kernel instead of cuBLAS (src/cuda/ops/small_m_linear.h;
                                      // opt-in: 0.55 ms a step slower than cuBLAS at 128K batch 4,
@@ -190,6 +192,7 @@ struct GenerateStats {
   double prefill_s = 0.0;
   int64_t decode_tokens = 0;  // tokens fed by decode calls (one per sequence per step)
   int64_t decode_steps = 0;
+  bool pipelined_decode = false;  // decode ran pipelined (RuntimeOptions::pipelined_decode, where the session can)
   double decode_s = 0.0;
   AttendedSummary attended;
   PhaseTimings prefill_timings, decode_timings;

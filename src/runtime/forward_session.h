@@ -69,6 +69,9 @@ class ForwardSession {
   // one token with `sampler` at uniforms[i]; returns without waiting for the tokens. A fed item
   // needs the previous submitted call to have sampled its sequence. At most two calls are in
   // flight (submitted, not collected); step and step_sample need none.
+  // Whether submit_decode may be used; a session that cannot pipeline (the CUDA session with a
+  // host-memory policy or a layer observer) is driven step by step — the same tokens.
+  virtual bool can_pipeline_decode() const { return true; }
   virtual Status submit_decode(const std::vector<DecodeItem>& items, const SamplerConfig& sampler,
                                std::span<const double> uniforms) {
     KC_CHECK_ARG(ran_.size() < 2, "submit_decode: two decode calls are in flight already; collect one first");

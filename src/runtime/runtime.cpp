@@ -411,7 +411,8 @@ Result<GenerateResult> Runtime::generate(const std::vector<std::vector<int32_t>>
 
   // Decode: one token per active sequence per call.
   const auto decode_start = Clock::now();
-  if (impl_->options.pipelined_decode) {
+  result.stats.pipelined_decode = impl_->options.pipelined_decode && session->can_pipeline_decode();
+  if (result.stats.pipelined_decode) {
     const auto continues_after_next = [&](int32_t s) {
       const int64_t generated = static_cast<int64_t>(result.sequences[s].tokens.size()) + 1;
       return generated < options.max_new_tokens && static_cast<int64_t>(prompts[s].size()) + generated < max_ctx;

@@ -32,6 +32,10 @@
 //     loop, both with graphs: equal tokens where two step-by-step runs agree; with deterministic
 //     kernels also equal finish reasons and step / token counts; greedy, a stop token that ends a
 //     sequence mid-way, sampled.
+//   GpuRuntimeGraph.LayerObserverRunsStepByStep/{dense,kascade}: with a layer observer (what calibrate
+//     sets) the session cannot pipeline, so generate under the default pipelined_decode runs step by
+//     step (GenerateStats::pipelined_decode false) instead of failing, and the observer sees every
+//     layer of every call.
 //   GpuRuntimeGraph.ProgrammaticLaunchLeavesLogitsUnchanged/{dense,kascade}: with programmatic dependent
 //     launch (RuntimeOptions::programmatic_launch), graph and eager, small-m linear layers and cuBLAS,
 //     the teacher-forced logits equal those without it (bound as above).
@@ -450,6 +454,8 @@ TEST_P(GpuRuntimeGraph, PipelinedGenerationEqualsStepByStep) {
     ASSERT_TRUE(b.ok()) << b.status().to_string();
     EXPECT_TRUE(b->stats.cuda_graph.enabled) << b->stats.cuda_graph.eager_reason;
     EXPECT_EQ(b->stats.cuda_graph.trace_mismatches, 0);
+    EXPECT_FALSE(a->stats.pipelined_decode);
+    EXPECT_TRUE(b->stats.pipelined_decode);
     bool all_agree = true;
     for (size_t s = 0; s < prompts->size(); ++s) {
       const auto& want = a->sequences[s].tokens;
@@ -472,6 +478,34 @@ TEST_P(GpuRuntimeGraph, PipelinedGenerationEqualsStepByStep) {
       EXPECT_EQ(b->stats.decode_tokens, a->stats.decode_tokens);
     }
   }
+}
+
+TEST_P(GpuRuntimeGraph, LayerObserverRunsStepByStep) {
+  KC_SKIP_WITHOUT_GPU();
+  auto prompts = tiny::prompts();
+  ASSERT_TRUE(prompts.ok()) << prompts.status().to_string();
+  RuntimeOptions options = tiny_options(GetParam(), true);
+  ASSERT_TRUE(options.pipelined_decode) << "the default this test is about";
+  auto rt = Runtime::create(options);
+  ASSERT_TRUE(rt.ok()) << rt.status().to_string();
+  const int32_t layers = (*rt)->config().num_hidden_layers;
+  std::vector<int64_t> calls_per_layer(static_cast<size_t>(layers), 0);
+  (*rt)->set_layer_observer([&](int32_t layer, const float*, const float*, int64_t) -> Status {
+    if (layer < 0 || layer >= layers) return invalid_argument("observer: layer ", layer, " out of range");
+    ++calls_per_layer[static_cast<size_t>(layer)];
+    return ok_status();
+  });
+  GenerateOptions g;
+  g.max_new_tokens = 4;
+  g.stop_at_eos = false;
+  auto run = (*rt)->generate({(*prompts)[1]}, g);
+  ASSERT_TRUE(run.ok()) << run.status().to_string();
+  EXPECT_FALSE(run->stats.pipelined_decode);
+  EXPECT_EQ(run->sequences[0].tokens.size(), 4u);
+  EXPECT_EQ(run->stats.decode_steps, 3) << "4 tokens: the first from the prefill, 3 decode steps";
+  for (int32_t l = 0; l < layers; ++l)
+    EXPECT_EQ(calls_per_layer[static_cast<size_t>(l)], calls_per_layer[0]) << "layer " << l;
+  EXPECT_GE(calls_per_layer[0], 1 + run->stats.decode_steps) << "every prefill chunk and decode step observed";
 }
 
 // Programmatic dependent launch (RuntimeOptions::programmatic_launch) lets each of the forward pass's

@@ -80,9 +80,9 @@ TEST(OpsGemm, LinearMatchesFp64Product) {
 }
 
 // The decode-step kernel: every row count 1..8, output counts around its 16-row tiles, k around its
-// 32-element units and its warps' strides (8 .. 4104), and the Llama-3.1-8B o_proj shape; and more tiles
-// than its persistent grid has blocks (2 per SM: 264 on an H200), so blocks run several tiles, with k
-// long enough for every warp and so short that most warps have no unit (their zeros still summed).
+// 32-element units and its warps' strides (8 .. 4104), and the Llama-3.1-8B o_proj shape; and grids of
+// several waves (265 to 1,101 tiles), with k long enough for every warp and so short that most warps
+// have no unit (their zeros still summed).
 TEST(OpsGemm, SmallMLinearMatchesFp64Product) {
   KC_SKIP_WITHOUT_GPU();
   std::vector<LinearShape> shapes;

@@ -96,6 +96,8 @@ class CudaSession final : public runtime::ForwardSession {
                      std::span<const double> uniforms, std::vector<int32_t>* tokens) override;
   // Pipelined decode (see the header comment): the call is launched and its tokens, error words and
   // end event queued into a call slot; collect_decode waits for the oldest slot's event only.
+  // Not with a host-memory policy or a layer observer: both synchronise with the host every layer.
+  bool can_pipeline_decode() const override { return !host_policy_ && observer_ == nullptr; }
   Status submit_decode(const std::vector<runtime::DecodeItem>& items, const SamplerConfig& sampler,
                        std::span<const double> uniforms) override;
   Status collect_decode(std::vector<int32_t>* tokens) override;

@@ -207,6 +207,8 @@ TEST(RuntimeGenerate, PipelinedDecodeEqualsStepByStep) {
     }
     EXPECT_EQ(b->stats.decode_steps, a->stats.decode_steps);
     EXPECT_EQ(b->stats.decode_tokens, a->stats.decode_tokens);
+    EXPECT_FALSE(a->stats.pipelined_decode);
+    EXPECT_TRUE(b->stats.pipelined_decode);
   }
   // The stopping case really stops sequences at different steps while others go on.
   auto stopped = plain->generate(prompts, stopping);
