@@ -7,7 +7,9 @@
 // Train split only: the completion spells out the hop ("Melkat. The mayor of Melkat is Tirona
 // Vask.": the intermediate city, then the second fact restated), so that each generated step is a
 // single lookup a small model can learn; the scorer still looks for the person's name alone, and
-// eval / dev completions stay the bare answer.
+// eval / dev completions stay the bare answer. Train phrasings name the relations with {place} and
+// {role}, composed per sample from fact_train_relation_words() (params place_modifier, place_noun,
+// role_modifier, role_noun: the indices drawn).
 // Tested by tests/unit/eval/test_tasks.cpp (parses the facts and follows the chain).
 #include <unordered_set>
 
@@ -26,6 +28,19 @@ Result<TaskOutput> generate_multihop(const TaskContext& ctx) {
   TaskOutput out;
   out.template_id = static_cast<int>(rng.below(phrasings.size()));
   const FactPhrasing& phr = phrasings[static_cast<size_t>(out.template_id)];
+  std::string place, role;  // the train phrasings' {place} and {role}, one of each per sample
+  if (ctx.split == Split::kTrain) {
+    const FactRelationWords& w = fact_train_relation_words();
+    auto draw = [&](std::span<const std::string_view> words, const char* param) {
+      const uint64_t i = rng.below(words.size());
+      out.params[param] = static_cast<int64_t>(i);
+      return words[i];
+    };
+    const std::string_view place_modifier = draw(w.place_modifiers, "place_modifier");
+    place = compose_relation(place_modifier, draw(w.place_nouns, "place_noun"));
+    const std::string_view role_modifier = draw(w.role_modifiers, "role_modifier");
+    role = compose_relation(role_modifier, draw(w.role_nouns, "role_noun"));
+  }
   const WordStream& stream = WordStream::get(ctx.split, HaystackKind::kNatural);
   const int64_t start = stream.random_sentence_start(rng);
 
@@ -49,7 +64,7 @@ Result<TaskOutput> generate_multihop(const TaskContext& ctx) {
     const std::string city = draw_name(NameKind::kCity);
     const std::string person = draw_name(NameKind::kPerson);
     const std::pair<std::string_view, std::string_view> vars[] = {
-        {"country", country}, {"city", city}, {"person", person}};
+        {"country", country}, {"city", city}, {"person", person}, {"place", place}, {"role", role}};
     KC_ASSIGN_OR_RETURN(std::string first, format_template(phr.first_fact, vars));
     KC_ASSIGN_OR_RETURN(std::string second, format_template(phr.second_fact, vars));
     if (c == 0 && ctx.split == Split::kTrain) out.completion = " " + city + ". " + second;
@@ -61,7 +76,8 @@ Result<TaskOutput> generate_multihop(const TaskContext& ctx) {
     }
   }
 
-  const std::pair<std::string_view, std::string_view> vars[] = {{"country", query_country}};
+  const std::pair<std::string_view, std::string_view> vars[] = {
+      {"country", query_country}, {"place", place}, {"role", role}};
   KC_ASSIGN_OR_RETURN(std::string tail, format_template(phr.question, vars));
   KC_ASSIGN_OR_RETURN(out.answer_prefix, format_template(phr.answer_prefix, vars));
   tail += out.answer_prefix;

@@ -10,10 +10,12 @@
 //   niah_multiquery  natural text    words  numbers 4            1           4
 // "needles" haystacks are made of distractor needles (other keys), the filler unit being one
 // needle; the others fill with words. Numbers have 7 digits as in RULER. Train split, several values
-// of the asked key (niah_multivalue): the completion lists them in prompt order.
+// of the asked key (niah_multivalue): the completion lists them in prompt order; and the adjective
+// of the phrasing's {adj} is drawn per sample (niah_train_adjectives; params["adjective"] its index).
 // Tested by tests/unit/eval/test_tasks.cpp.
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <unordered_set>
 
 #include "eval/task_generators.h"
@@ -64,15 +66,17 @@ std::string draw_unique(DetRng& rng, Kind kind, Split split, std::unordered_set<
 class DistractorNeedles {
  public:
   DistractorNeedles(uint64_t seed, const NiahConfig& cfg, Split split, const NiahPhrasing& phr,
-                    std::unordered_set<std::string> used, std::string_view types, std::string_view type)
-      : rng_(seed), cfg_(cfg), split_(split), phr_(phr), used_(std::move(used)), types_(types), type_(type) {}
+                    std::unordered_set<std::string> used, std::string_view types, std::string_view type,
+                    std::string_view adj, std::string_view adj_capitalised)
+      : rng_(seed), cfg_(cfg), split_(split), phr_(phr), used_(std::move(used)), types_(types), type_(type),
+        adj_(adj), adj_capitalised_(adj_capitalised) {}
 
   Result<std::string_view> get(int64_t i) {
     while (static_cast<int64_t>(needles_.size()) <= i) {
       const std::string key = draw_unique(rng_, cfg_.key, split_, used_, nullptr);
       const std::string value = draw_unique(rng_, cfg_.value, split_, used_, nullptr);
       const std::pair<std::string_view, std::string_view> vars[] = {
-          {"types", types_}, {"type", type_}, {"key", key}, {"value", value}};
+          {"types", types_}, {"type", type_}, {"key", key}, {"value", value}, {"adj", adj_}, {"Adj", adj_capitalised_}};
       KC_ASSIGN_OR_RETURN(std::string text, format_template(phr_.needle, vars));
       needles_.push_back(std::move(text));
     }
@@ -85,7 +89,7 @@ class DistractorNeedles {
   Split split_;
   NiahPhrasing phr_;
   std::unordered_set<std::string> used_;
-  std::string_view types_, type_;
+  std::string_view types_, type_, adj_, adj_capitalised_;
   std::vector<std::string> needles_;
 };
 
@@ -105,6 +109,15 @@ Result<TaskOutput> generate_niah(const TaskContext& ctx) {
   const NiahPhrasing& phr = phrasings[static_cast<size_t>(out.template_id)];
   const std::string_view types = cfg->value == Kind::kUuids ? "uuids" : "numbers";
   const std::string_view type = cfg->value == Kind::kUuids ? "uuid" : "number";
+  std::string_view adj;  // the train phrasings' {adj}, one per sample
+  if (ctx.split == Split::kTrain) {
+    const auto adjectives = niah_train_adjectives();
+    const uint64_t a = rng.below(adjectives.size());
+    adj = adjectives[a];
+    out.params["adjective"] = static_cast<int64_t>(a);
+  }
+  std::string adj_capitalised(adj);
+  if (!adj_capitalised.empty()) adj_capitalised[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(adj_capitalised[0])));
 
   const WordStream* stream = nullptr;
   if (cfg->haystack != Hay::kNeedles) {
@@ -123,8 +136,9 @@ Result<TaskOutput> generate_niah(const TaskContext& ctx) {
     if (queried) query_keys.push_back(keys.back());
     for (int v = 0; v < cfg->values_per_key; ++v) {
       const std::string value = draw_unique(rng, cfg->value, ctx.split, used, stream);
-      const std::pair<std::string_view, std::string_view> vars[] = {
-          {"types", types}, {"type", type}, {"key", keys.back()}, {"value", value}};
+      const std::pair<std::string_view, std::string_view> vars[] = {{"types", types}, {"type", type},
+                                                                    {"key", keys.back()}, {"value", value},
+                                                                    {"adj", adj}, {"Adj", adj_capitalised}};
       KC_ASSIGN_OR_RETURN(std::string text, format_template(phr.needle, vars));
       const bool first = needles.empty();
       needles.push_back(Insertion{std::move(text), draw_depth(rng, first ? ctx.depth : std::nullopt), queried});
@@ -133,14 +147,17 @@ Result<TaskOutput> generate_niah(const TaskContext& ctx) {
   }
 
   const std::string query = join_query_list(query_keys);
-  const std::pair<std::string_view, std::string_view> head_vars[] = {{"types", types}, {"type", type}};
+  const std::pair<std::string_view, std::string_view> head_vars[] = {
+      {"types", types}, {"type", type}, {"adj", adj}, {"Adj", adj_capitalised}};
   KC_ASSIGN_OR_RETURN(const std::string head, format_template(phr.instruction, head_vars));
-  const std::pair<std::string_view, std::string_view> tail_vars[] = {{"types", types}, {"type", type}, {"query", query}};
+  const std::pair<std::string_view, std::string_view> tail_vars[] = {
+      {"types", types}, {"type", type}, {"query", query}, {"adj", adj}, {"Adj", adj_capitalised}};
   KC_ASSIGN_OR_RETURN(std::string tail, format_template(phr.question, tail_vars));
   KC_ASSIGN_OR_RETURN(out.answer_prefix, format_template(phr.answer_prefix, tail_vars));
   tail += out.answer_prefix;
 
-  DistractorNeedles distractors(mix64(ctx.rng_seed ^ 0x6469737472616374ULL), *cfg, ctx.split, phr, used, types, type);
+  DistractorNeedles distractors(mix64(ctx.rng_seed ^ 0x6469737472616374ULL), *cfg, ctx.split, phr, used, types, type,
+                                adj, adj_capitalised);
   PromptBuilder build = [&](int64_t units) -> Result<BuiltPrompt> {
     if (stream != nullptr) return assemble_prompt(head, render_context(word_pieces(*stream, start), units, needles), tail);
     // Materialise the distractors first: the piece callback cannot fail.

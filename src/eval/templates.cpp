@@ -5,7 +5,6 @@
 #include "eval/templates.h"
 
 #include <array>
-#include <deque>
 #include <string>
 #include <vector>
 
@@ -59,27 +58,50 @@ constexpr std::array kNiahDev = {
                  "Which secret {types} were assigned to {query} in the text above?",
                  " The secret {types} assigned to {query} are"},
 };
-constexpr std::array kNiahTrain = {
-    NiahPhrasing{"The text below hides a few hidden {types}. Read carefully and remember them; questions about "
-                 "the {types} follow.",
-                 "Note that the hidden {type} for {key} is {value}.",
-                 "What hidden {types} does the text give for {query}?",
-                 " The hidden {types} given for {query} are"},
-    NiahPhrasing{"Somewhere in the following passage there are reserved {types}. Memorize each of them, since "
-                 "you will need them at the end.",
-                 "Remember this: {key} has the reserved {type} {value}.",
-                 "Which reserved {types} belong to {query} according to the passage?",
-                 " The reserved {types} belonging to {query} are"},
-    NiahPhrasing{"Code {types} appear inside the document that follows. Pay attention to them; you will be "
-                 "tested on the {types}.",
-                 "The code {type} linked to {key} reads {value}.",
-                 "List every code {types} linked to {query} in the document.",
-                 " The code {types} linked to {query} are"},
-    NiahPhrasing{"Below is a long text containing several key {types}. Store them in memory for the question "
-                 "afterwards.",
-                 "Key {type} of {key}: {value}.",
-                 "What key {types} are recorded for {query} in the text?",
-                 " The key {types} recorded for {query} are"},
+// Train: every instruction x needle x question pattern (niah_phrasings builds the product once); the
+// {adj} / {Adj} of each is one of kNiahTrainAdjectives, drawn per sample. Every needle names the key
+// before its value, with no full stop between them.
+constexpr std::array<std::string_view, 6> kNiahTrainInstructions = {
+    "The text below hides a few {adj} {types}. Read carefully and remember them; questions about the {types} "
+    "follow.",
+    "Somewhere in the following passage there are {adj} {types}. Memorize each of them, since you will need "
+    "them at the end.",
+    "{Adj} {types} appear inside the document that follows. Pay attention to them; you will be tested on the "
+    "{types}.",
+    "Below is a long text containing several {adj} {types}. Store them in memory for the question afterwards.",
+    "This document mixes a handful of {adj} {types} into ordinary prose. Find them and keep them in mind.",
+    "Watch for {adj} {types} in the passage below; a question about them comes at the end.",
+};
+constexpr std::array<std::string_view, 10> kNiahTrainNeedles = {
+    "Note that the {adj} {type} for {key} is {value}.",
+    "Remember this: {key} has the {adj} {type} {value}.",
+    "The {adj} {type} linked to {key} reads {value}.",
+    "{Adj} {type} of {key}: {value}.",
+    "For {key} the {adj} {type} is {value}.",
+    "{key} was given the {adj} {type} {value}.",
+    "The {adj} {type} on file for {key} is {value}.",
+    "Keep in mind that {key} carries the {adj} {type} {value}.",
+    "In the records {key} holds the {adj} {type} {value}.",
+    "The {adj} {type} belonging to {key} equals {value}.",
+};
+struct NiahQuestion {
+  std::string_view question;
+  std::string_view answer_prefix;
+};
+constexpr std::array kNiahTrainQuestions = {
+    NiahQuestion{"What {adj} {types} does the text give for {query}?", " The {adj} {types} given for {query} are"},
+    NiahQuestion{"Which {adj} {types} belong to {query} according to the passage?",
+                 " The {adj} {types} belonging to {query} are"},
+    NiahQuestion{"List every {adj} {type} linked to {query} in the document.", " The {adj} {types} linked to {query} are"},
+    NiahQuestion{"What {adj} {types} are recorded for {query} in the text?", " The {adj} {types} recorded for {query} are"},
+    NiahQuestion{"Give all the {adj} {types} of {query}.", " All the {adj} {types} of {query} are"},
+    NiahQuestion{"Name each {adj} {type} that goes with {query}.", " The {adj} {types} that go with {query} are"},
+};
+constexpr std::array<std::string_view, 24> kNiahTrainAdjectives = {
+    "hidden",   "reserved", "code",     "key",      "private", "stored",       "registered", "recorded",
+    "listed",   "chosen",   "official", "personal", "designated",
+    "protected", "confidential", "unique", "archived", "tagged", "lucky", "marked", "noted", "filed", "logged",
+    "labelled",
 };
 
 // ---- vt -----------------------------------------------------------------------------------------
@@ -231,10 +253,11 @@ constexpr std::array kFactDev = {
                  "Question: Who is the harbour master of the largest port of {country}?",
                  " Answer: The harbour master of the largest port of {country} is"},
 };
-// Train: the three hand-written phrasings below plus every (place relation, role relation) pair in
-// every sentence pattern (fact_phrasings builds them once), so that a small model learns to chain
-// two facts whatever the relations are called; the eval relations (capital, mayor) and the dev
-// ones (largest port, harbour master) are not among them.
+// Train: the three hand-written phrasings below plus every sentence pattern under every instruction
+// (fact_phrasings builds them once), the pattern's {place} and {role} composed per sample from the
+// relation words (~330 places x ~220 roles), so that a small model learns to chain two facts whatever
+// the relations are called; the eval relations (capital, mayor) and the dev ones (largest port,
+// harbour master) are not among them, nor any of their words.
 constexpr std::array<std::string_view, 3> kFactTrainInstructions = {
     "Some facts about imaginary realms are scattered through the following text. Combine them to answer the "
     "question.",
@@ -256,30 +279,37 @@ constexpr std::array kFactTrainFixed = {
                  "Question: Who is the rector of the oldest university of {country}?",
                  " Answer: The rector of the oldest university of {country} is"},
 };
-constexpr std::array<std::string_view, 12> kFactTrainPlaces = {
-    "chief fortress", "holy city", "main market town", "summer residence", "mining town", "border town",
-    "naval base",     "river city", "trading post",     "seat of parliament", "northern garrison", "spa town"};
-constexpr std::array<std::string_view, 12> kFactTrainRoles = {
-    "governor",      "bishop",     "chief judge", "head librarian", "garrison commander", "master builder",
-    "chief physician", "tax collector", "high priest", "lord warden", "guild master", "chief engineer"};
-// One sentence pattern; {place} and {role} are filled when the phrasings are built, the other
-// placeholders when a sample is generated.
-struct FactPattern {
-  std::string_view first_fact;     // {place} {country} {city}
-  std::string_view second_fact;    // {role} {city} {person}
-  std::string_view question;       // {place} {role} {country}
-  std::string_view answer_prefix;  // {place} {role} {country}
-};
+// Relation words of the train split, composed per sample (fact_train_relation_words): a place is
+// [modifier] noun, a role [modifier] noun. No word of a dev or eval fact sentence is among them.
+constexpr std::array<std::string_view, 21> kFactTrainPlaceModifiers = {
+    "",        "northern", "southern", "eastern", "western", "oldest",  "newest",    "busiest", "quietest", "main", "chief",
+    "royal",   "holy",     "ancient",  "highest", "richest", "smallest", "fortified", "famous",  "outer",    "second"};
+constexpr std::array<std::string_view, 16> kFactTrainPlaceNouns = {
+    "fortress",      "market town", "garrison",  "river city",     "trading post",    "mining town",
+    "spa town",      "naval base",  "border town", "citadel",      "monastery town",  "fishing village",
+    "university town", "seat of parliament", "summer residence", "castle town"};
+constexpr std::array<std::string_view, 12> kFactTrainRoleModifiers = {
+    "", "chief", "head", "high", "senior", "royal", "grand", "first", "elder", "deputy", "lord", "assistant"};
+constexpr std::array<std::string_view, 18> kFactTrainRoleNouns = {
+    "judge",     "librarian", "physician", "engineer",  "priest",   "builder", "warden",    "treasurer", "tax collector",
+    "commander", "steward",   "archivist", "astronomer", "scribe",  "herald",  "governor",  "bishop",    "magistrate"};
+// One sentence pattern; {place} and {role} are drawn per sample, like the other placeholders.
 constexpr std::array kFactTrainPatterns = {
-    FactPattern{"The {place} of {country} is {city}.", "The {role} of {city} is {person}.",
-                "Question: Who is the {role} of the {place} of {country}?",
-                " Answer: The {role} of the {place} of {country} is"},
-    FactPattern{"{city} is the {place} of {country}.", "{person} is the {role} of {city}.",
-                "Question: Name the {role} of the {place} of {country}.",
-                " Answer: The {role} of the {place} of {country} is"},
-    FactPattern{"In {country}, the {place} is {city}.", "In {city}, the {role} is {person}.",
-                "Question: In the {place} of {country}, who serves as {role}?",
-                " Answer: In the {place} of {country}, the {role} is"},
+    FactPhrasing{"", "The {place} of {country} is {city}.", "The {role} of {city} is {person}.",
+                 "Question: Who serves as the {role} of the {place} of {country}?",
+                 " Answer: The {role} of the {place} of {country} is"},
+    FactPhrasing{"", "{city} is the {place} of {country}.", "{person} is the {role} of {city}.",
+                 "Question: Name the {role} of the {place} of {country}.",
+                 " Answer: The {role} of the {place} of {country} is"},
+    FactPhrasing{"", "In {country}, the {place} is {city}.", "In {city}, the {role} is {person}.",
+                 "Question: In the {place} of {country}, who serves as {role}?",
+                 " Answer: In the {place} of {country}, the {role} is"},
+    FactPhrasing{"", "{country} has its {place} at {city}.", "The post of {role} in {city} is held by {person}.",
+                 "Question: Who holds the post of {role} in the {place} of {country}?",
+                 " Answer: The post of {role} in the {place} of {country} is held by"},
+    FactPhrasing{"", "The {place} of {country} lies at {city}.", "{city} has {person} as its {role}.",
+                 "Question: Which person is {role} of the {place} of {country}?",
+                 " Answer: The {role} of the {place} of {country} is"},
 };
 
 template <typename T>
@@ -299,7 +329,20 @@ std::span<const T> pick(Split split, const std::array<T, A>& train, const std::a
 
 }  // namespace
 
-std::span<const NiahPhrasing> niah_phrasings(Split s) { return pick(s, kNiahTrain, kNiahDev, kNiahEval); }
+std::span<const NiahPhrasing> niah_phrasings(Split s) {
+  static const std::vector<NiahPhrasing> train = [] {
+    std::vector<NiahPhrasing> v;
+    for (const auto instruction : kNiahTrainInstructions) {
+      for (const auto needle : kNiahTrainNeedles) {
+        for (const auto& q : kNiahTrainQuestions) v.push_back(NiahPhrasing{instruction, needle, q.question, q.answer_prefix});
+      }
+    }
+    return v;
+  }();
+  return pick(s, std::span<const NiahPhrasing>(train), std::span<const NiahPhrasing>(kNiahDev),
+              std::span<const NiahPhrasing>(kNiahEval));
+}
+std::span<const std::string_view> niah_train_adjectives() { return kNiahTrainAdjectives; }
 std::span<const VtPhrasing> vt_phrasings(Split s) {
   static const std::vector<VtPhrasing> train = [] {
     std::vector<VtPhrasing> v;
@@ -320,39 +363,26 @@ std::span<const CwePhrasing> cwe_phrasings(Split s) { return pick(s, kCweTrain, 
 std::span<const FwePhrasing> fwe_phrasings(Split s) { return pick(s, kFweTrain, kFweDev, kFweEval); }
 std::span<const KvPhrasing> kv_phrasings(Split s) { return pick(s, kKvTrain, kKvDev, kKvEval); }
 std::span<const FactPhrasing> fact_phrasings(Split s) {
-  // The built strings live in `storage` (a deque: its elements never move); the phrasings view them.
-  static std::deque<std::string> storage;
   static const std::vector<FactPhrasing> train = [] {
     std::vector<FactPhrasing> v(kFactTrainFixed.begin(), kFactTrainFixed.end());
-    auto fill = [](std::string_view tmpl, std::string_view place, std::string_view role) -> std::string_view {
-      std::string out;
-      for (size_t i = 0; i < tmpl.size();) {
-        if (tmpl.substr(i, 7) == "{place}") {
-          out.append(place);
-          i += 7;
-        } else if (tmpl.substr(i, 6) == "{role}") {
-          out.append(role);
-          i += 6;
-        } else {
-          out.push_back(tmpl[i++]);
-        }
-      }
-      return storage.emplace_back(std::move(out));
-    };
-    size_t instruction = 0;
-    for (const auto& pattern : kFactTrainPatterns) {
-      for (const auto place : kFactTrainPlaces) {
-        for (const auto role : kFactTrainRoles) {
-          v.push_back(FactPhrasing{kFactTrainInstructions[instruction++ % kFactTrainInstructions.size()],
-                                   fill(pattern.first_fact, place, role), fill(pattern.second_fact, place, role),
-                                   fill(pattern.question, place, role), fill(pattern.answer_prefix, place, role)});
-        }
+    for (const auto instruction : kFactTrainInstructions) {
+      for (FactPhrasing p : kFactTrainPatterns) {
+        p.instruction = instruction;
+        v.push_back(p);
       }
     }
     return v;
   }();
   return pick(s, std::span<const FactPhrasing>(train), std::span<const FactPhrasing>(kFactDev),
               std::span<const FactPhrasing>(kFactEval));
+}
+const FactRelationWords& fact_train_relation_words() {
+  static const FactRelationWords words{kFactTrainPlaceModifiers, kFactTrainPlaceNouns, kFactTrainRoleModifiers,
+                                       kFactTrainRoleNouns};
+  return words;
+}
+std::string compose_relation(std::string_view modifier, std::string_view noun) {
+  return modifier.empty() ? std::string(noun) : std::string(modifier) + " " + std::string(noun);
 }
 
 std::string_view noise_sentences(Split split) {

@@ -4,8 +4,9 @@
 // answer prefix) and its noise sentences; no phrasing is shared between splits, so a model
 // trained on the train split never saw the eval wording. Eval uses RULER's own templates
 // (scripts/data/synthetic/constants.py) where RULER has the task; train has several variants per
-// task so that a model learns the task rather than one wording (vt and multihop_qa: the product of
-// statement styles / relation names, instructions and questions, built once on first use); dev has one.
+// task so that a model learns the task rather than one wording (niah, vt and multihop_qa: the product
+// of needle / statement / fact sentence patterns, instructions and questions, built once on first use,
+// with words drawn per sample into their {adj}, {kw}, {place} and {role} placeholders); dev has one.
 // Placeholders are {name}; format_template() substitutes them.
 // Tested by tests/unit/eval/test_splits.cpp (disjointness, every placeholder resolves).
 #pragma once
@@ -25,12 +26,13 @@ namespace kascade::eval {
 using TemplateVars = std::span<const std::pair<std::string_view, std::string_view>>;
 Result<std::string> format_template(std::string_view tmpl, TemplateVars vars);
 
-// niah_*: {types} "numbers"/"uuids", {type} singular, {key}, {value}, {query}.
+// niah_*: {types} "numbers"/"uuids", {type} singular, {key}, {value}, {query}; train phrasings also
+// {adj} / {Adj} (capitalised), one of niah_train_adjectives() per sample, in every field.
 struct NiahPhrasing {
-  std::string_view instruction;
-  std::string_view needle;         // {type} {types} {key} {value}
-  std::string_view question;       // {types} {query}
-  std::string_view answer_prefix;  // {types} {query}; starts with a space
+  std::string_view instruction;    // {types} ({adj} {Adj})
+  std::string_view needle;         // {type} {types} {key} {value} ({adj} {Adj}); the key before the value
+  std::string_view question;       // {types} {query} ({adj})
+  std::string_view answer_prefix;  // {types} {query} ({adj}); starts with a space
 };
 
 // vt: a value statement {var} <- {value}, a copy statement {var} <- {src}.
@@ -61,16 +63,21 @@ struct KvPhrasing {
   std::string_view answer_prefix;
 };
 
-// multihop_qa: {country} -> {city} -> {person}.
+// multihop_qa: {country} -> {city} -> {person}; most train phrasings also name the relations with
+// {place} and {role}, drawn per sample (draw_fact_train_relations).
 struct FactPhrasing {
   std::string_view instruction;
-  std::string_view first_fact;     // {country} {city}
-  std::string_view second_fact;    // {city} {person}
-  std::string_view question;       // {country}
-  std::string_view answer_prefix;  // {country}
+  std::string_view first_fact;     // {country} {city} ({place})
+  std::string_view second_fact;    // {city} {person} ({role})
+  std::string_view question;       // {country} ({place} {role})
+  std::string_view answer_prefix;  // {country} ({place} {role})
 };
 
 std::span<const NiahPhrasing> niah_phrasings(Split split);
+// Train split only: the adjectives of the {adj} placeholder ("the archived number for ..."), one per
+// sample, so that a model learns to find the asked key whatever the needles are called; none is a
+// word of a dev or eval needle ("special magic", "secret").
+std::span<const std::string_view> niah_train_adjectives();
 std::span<const VtPhrasing> vt_phrasings(Split split);
 // Train split only: the keywords a vt statement style with a {kw} placeholder draws from, one per
 // sample ("DIM ABCDE = DIM FGHIJ."), so that the model learns the chain, not a keyword. None has 5
@@ -80,6 +87,15 @@ std::span<const CwePhrasing> cwe_phrasings(Split split);
 std::span<const FwePhrasing> fwe_phrasings(Split split);
 std::span<const KvPhrasing> kv_phrasings(Split split);
 std::span<const FactPhrasing> fact_phrasings(Split split);
+// Train split only: the words a fact relation is composed of — a place is an optional modifier and a
+// noun ("northern" + "garrison", "" + "spa town"), a role likewise ("chief" + "astronomer"); none is a
+// word of a dev or eval fact ("capital", "mayor", "largest port", "harbour master").
+struct FactRelationWords {
+  std::span<const std::string_view> place_modifiers, place_nouns, role_modifiers, role_nouns;
+};
+const FactRelationWords& fact_train_relation_words();
+// "modifier noun", or the noun alone when the modifier is empty.
+std::string compose_relation(std::string_view modifier, std::string_view noun);
 
 // The repeated noise sentences of the split (eval: RULER's "The grass is green. ...").
 std::string_view noise_sentences(Split split);

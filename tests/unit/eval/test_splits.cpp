@@ -2,10 +2,14 @@
 // vocabularies: the effective seed ranges never meet; every phrasing belongs to one split and no
 // distinctive fragment of one split's phrasings (4+ words) shows up in another split's phrasings
 // or generated prompts; word lists, variable names, coded words, synthetic names, noise sentences
-// and books are split-specific, checked on the lists and on generated samples.
+// and books are split-specific, checked on the lists and on generated samples; the words drawn into
+// the train phrasings per sample (niah adjectives, fact relations) are no word of a dev or eval needle
+// or fact, and the drawn ones are the ones the train prompts carry.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <set>
+#include <string>
 
 #include "eval/templates.h"
 #include "eval/vocab.h"
@@ -83,7 +87,8 @@ TEST(EvalSplits, EveryTemplateFormats) {
   const std::pair<std::string_view, std::string_view> all_vars[] = {
       {"types", "numbers"}, {"type", "number"}, {"key", "k"},   {"value", "1"},   {"query", "q"},
       {"var", "ABCDE"},     {"src", "FGHIJ"},   {"num", "5"},   {"i", "3"},       {"word", "w"},
-      {"country", "Zorvia"}, {"city", "Melkat"}, {"person", "Tirona Vask"}, {"kw", "DIM"}};
+      {"country", "Zorvia"}, {"city", "Melkat"}, {"person", "Tirona Vask"}, {"kw", "DIM"},
+      {"adj", "hidden"},    {"Adj", "Hidden"},  {"place", "spa town"}, {"role", "chief judge"}};
   for (const Split split : kSplits) {
     EXPECT_FALSE(niah_phrasings(split).empty());
     EXPECT_FALSE(vt_phrasings(split).empty());
@@ -159,6 +164,101 @@ TEST(EvalSplits, PromptsCarryNoOtherSplitsPhrasing) {
         }
       }
     }
+  }
+}
+
+// The lower-cased content words of a template's literal text (placeholders and a few function words
+// dropped: "the", "of", "is", "in", "to", "a").
+std::set<std::string> literal_words(std::string_view tmpl) {
+  static const std::set<std::string> function_words = {"the", "of", "is", "in", "to", "a"};
+  std::set<std::string> out;
+  std::string word;
+  for (size_t i = 0; i <= tmpl.size(); ++i) {
+    if (i < tmpl.size() && tmpl[i] == '{') {
+      i = tmpl.find('}', i);
+      word.clear();
+      continue;
+    }
+    if (i < tmpl.size() && std::isalpha(static_cast<unsigned char>(tmpl[i]))) {
+      word.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(tmpl[i]))));
+    } else if (!word.empty()) {
+      if (!function_words.count(word)) out.insert(word);
+      word.clear();
+    }
+  }
+  return out;
+}
+
+TEST(EvalSplits, TrainDrawnWordsAreNoDevOrEvalNeedleOrFactWords) {
+  std::set<std::string> needle_words, fact_words;
+  for (const Split split : {Split::kDev, Split::kEval}) {
+    for (const auto& p : niah_phrasings(split)) needle_words.merge(literal_words(p.needle));
+    for (const auto& p : fact_phrasings(split)) {
+      fact_words.merge(literal_words(p.first_fact));
+      fact_words.merge(literal_words(p.second_fact));
+    }
+  }
+  // The extraction sees the words that matter (so the checks below can fail).
+  for (const char* w : {"special", "magic", "secret"}) EXPECT_TRUE(needle_words.count(w)) << w;
+  for (const char* w : {"capital", "mayor", "largest", "port", "harbour", "master"}) EXPECT_TRUE(fact_words.count(w)) << w;
+  ASSERT_GE(niah_train_adjectives().size(), 20u);
+  for (const auto adj : niah_train_adjectives()) {
+    EXPECT_FALSE(adj.empty());
+    for (const auto& w : literal_words(adj)) EXPECT_FALSE(needle_words.count(w)) << "train adjective " << adj;
+  }
+  const FactRelationWords& r = fact_train_relation_words();
+  for (const auto list : {r.place_modifiers, r.place_nouns, r.role_modifiers, r.role_nouns}) {
+    for (const auto phrase : list) {
+      for (const auto& w : literal_words(phrase)) EXPECT_FALSE(fact_words.count(w)) << "train relation word " << phrase;
+    }
+  }
+  EXPECT_GE(r.place_modifiers.size() * r.place_nouns.size(), 200u);
+  EXPECT_GE(r.role_modifiers.size() * r.role_nouns.size(), 150u);
+  EXPECT_EQ(compose_relation("", "spa town"), "spa town");
+  EXPECT_EQ(compose_relation("northern", "garrison"), "northern garrison");
+}
+
+TEST(EvalSplits, TrainPromptsCarryTheirDrawnWords) {
+  std::set<int64_t> adjectives, place_nouns, role_nouns;
+  for (int64_t index = 0; index < 24; ++index) {
+    for (const std::string task : {"niah_single_2", "niah_multivalue", "niah_multikey_3"}) {
+      SampleRequest req{task, Split::kTrain, 800, 5, index, std::nullopt, std::nullopt};
+      auto s = generate_sample(req, count_whitespace_tokens);
+      ASSERT_TRUE(s.ok()) << s.status().to_string();
+      ASSERT_TRUE(s->params.contains("adjective")) << task;
+      const int64_t a = s->params.at("adjective");
+      adjectives.insert(a);
+      const std::string adj(niah_train_adjectives()[static_cast<size_t>(a)]);
+      for (const auto& n : s->needles) {
+        std::string lower = n.text;
+        for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        EXPECT_NE(lower.find(adj + " "), std::string::npos) << task << ": '" << adj << "' not in " << n.text;
+      }
+    }
+    SampleRequest req{"multihop_qa", Split::kTrain, 800, 5, index, std::nullopt, std::nullopt};
+    auto s = generate_sample(req, count_whitespace_tokens);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    if (!s->params.contains("place_noun")) continue;
+    const FactRelationWords& r = fact_train_relation_words();
+    const auto idx = [&](const char* p) { return static_cast<size_t>(s->params.at(p)); };
+    const std::string place = compose_relation(r.place_modifiers[idx("place_modifier")], r.place_nouns[idx("place_noun")]);
+    const std::string role = compose_relation(r.role_modifiers[idx("role_modifier")], r.role_nouns[idx("role_noun")]);
+    place_nouns.insert(s->params.at("place_noun"));
+    role_nouns.insert(s->params.at("role_noun"));
+    // The 3 hand-written phrasings name their own relations; the patterns name the drawn ones.
+    if (s->template_id >= 3) {
+      EXPECT_NE(s->prompt.find(place), std::string::npos) << place;
+      EXPECT_NE(s->prompt.find(role), std::string::npos) << role;
+    }
+  }
+  EXPECT_GE(adjectives.size(), 12u) << "the adjective is drawn per sample";
+  EXPECT_GE(place_nouns.size(), 8u);
+  EXPECT_GE(role_nouns.size(), 8u);
+  for (const Split split : {Split::kDev, Split::kEval}) {
+    SampleRequest req{"niah_single_2", split, 800, 5, 0, std::nullopt, std::nullopt};
+    auto s = generate_sample(req, count_whitespace_tokens);
+    ASSERT_TRUE(s.ok());
+    EXPECT_FALSE(s->params.contains("adjective")) << split_name(split);
   }
 }
 
