@@ -97,11 +97,11 @@ constexpr std::array kNiahTrainQuestions = {
     NiahQuestion{"Give all the {adj} {types} of {query}.", " All the {adj} {types} of {query} are"},
     NiahQuestion{"Name each {adj} {type} that goes with {query}.", " The {adj} {types} that go with {query} are"},
 };
-constexpr std::array<std::string_view, 24> kNiahTrainAdjectives = {
-    "hidden",   "reserved", "code",     "key",      "private", "stored",       "registered", "recorded",
-    "listed",   "chosen",   "official", "personal", "designated",
-    "protected", "confidential", "unique", "archived", "tagged", "lucky", "marked", "noted", "filed", "logged",
-    "labelled",
+constexpr std::array<std::string_view, 28> kNiahTrainAdjectives = {
+    "hidden",   "reserved",     "code",     "key",      "private",  "stored",   "registered",
+    "recorded", "listed",       "chosen",   "official", "personal", "designated", "protected",
+    "confidential", "unique",   "archived", "tagged",   "lucky",    "marked",   "noted",
+    "filed",    "logged",       "labelled", "well hidden", "long forgotten", "carefully stored", "rarely used",
 };
 
 // ---- vt -----------------------------------------------------------------------------------------

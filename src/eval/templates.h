@@ -74,7 +74,8 @@ struct FactPhrasing {
 };
 
 std::span<const NiahPhrasing> niah_phrasings(Split split);
-// Train split only: the adjectives of the {adj} placeholder ("the archived number for ..."), one per
+// Train split only: the adjectives of the {adj} placeholder ("the archived number for ...", also a few
+// of two words: "the long forgotten number"), one per
 // sample, so that a model learns to find the asked key whatever the needles are called; none is a
 // word of a dev or eval needle ("special magic", "secret").
 std::span<const std::string_view> niah_train_adjectives();
