@@ -169,6 +169,7 @@ Status write_report_json(const std::string& path, const Runtime& rt, const Args&
   j["prefill"] = {{"tokens", s.prefill_tokens}, {"seconds", s.prefill_s}, {"tokens_per_s", s.prefill_tokens_per_s()}};
   j["decode"] = {{"tokens", s.decode_tokens},
                  {"steps", s.decode_steps},
+                 {"pipelined", s.pipelined_decode},
                  {"seconds", s.decode_s},
                  {"tokens_per_s", s.decode_tokens_per_s()}};
   const auto timings = [](const PhaseTimings& t) {
