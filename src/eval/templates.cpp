@@ -187,17 +187,31 @@ constexpr std::array kCweDev = {
                 "{i}) {word}", "Question: Which {num} words occur most frequently in the sequence above?",
                 " Answer: The {num} most frequent words in the sequence are:"},
 };
-constexpr std::array kCweTrain = {
-    CwePhrasing{"The list below numbers a long series of words. A few of them occur far more often than the "
-                "others.",
-                "{i}: {word}", "Question: Name the {num} words that occur most often in the list.",
+// Train: every instruction x item format x question (cwe_phrasings builds the product once). Item
+// formats only wrap the number in punctuation, so that no format token repeats across items (a repeated
+// one would itself be the most common "word").
+constexpr std::array<std::string_view, 5> kCweTrainInstructions = {
+    "The list below numbers a long series of words. A few of them occur far more often than the others.",
+    "Read the numbered words below and count how often each one appears.",
+    "Words are listed below with their positions. Some words repeat many times.",
+    "Below, a long run of words is given one per position; certain words come up again and again.",
+    "Count the words in the numbered list that follows; a handful of them dominate it.",
+};
+constexpr std::array<std::string_view, 8> kCweTrainItems = {
+    "{i}: {word}", "#{i} {word}", "[{i}] {word}", "({i}) {word}", "{i}- {word}", "<{i}> {word}", "{i}/ {word}",
+    "{i}| {word}",
+};
+struct CweQuestion {
+  std::string_view question;
+  std::string_view answer_prefix;
+};
+constexpr std::array kCweTrainQuestions = {
+    CweQuestion{"Question: Name the {num} words that occur most often in the list.",
                 " Answer: The {num} words occurring most often are:"},
-    CwePhrasing{"Read the numbered words below and count how often each one appears.", "#{i} {word}",
-                "Question: Which {num} words have the highest counts?",
-                " Answer: The {num} words with the highest counts are:"},
-    CwePhrasing{"Words are listed below with their positions. Some words repeat many times.", "[{i}] {word}",
-                "Question: Which {num} words repeat the most in the list above?",
-                " Answer: The {num} most repeated words are:"},
+    CweQuestion{"Question: Which {num} words have the highest counts?", " Answer: The {num} words with the highest counts are:"},
+    CweQuestion{"Question: Which {num} words repeat the most in the list above?", " Answer: The {num} most repeated words are:"},
+    CweQuestion{"Question: List the {num} words seen most often above.", " Answer: Seen most often are these {num} words:"},
+    CweQuestion{"Question: Tell me the {num} commonest entries of that list.", " Answer: Its {num} commonest entries are:"},
 };
 
 // ---- fwe ----------------------------------------------------------------------------------------
@@ -359,7 +373,19 @@ std::span<const VtPhrasing> vt_phrasings(Split s) {
               std::span<const VtPhrasing>(kVtEval));
 }
 std::span<const std::string_view> vt_train_keywords() { return kVtTrainKeywords; }
-std::span<const CwePhrasing> cwe_phrasings(Split s) { return pick(s, kCweTrain, kCweDev, kCweEval); }
+std::span<const CwePhrasing> cwe_phrasings(Split s) {
+  static const std::vector<CwePhrasing> train = [] {
+    std::vector<CwePhrasing> v;
+    for (const auto instruction : kCweTrainInstructions) {
+      for (const auto item : kCweTrainItems) {
+        for (const auto& q : kCweTrainQuestions) v.push_back(CwePhrasing{instruction, item, q.question, q.answer_prefix});
+      }
+    }
+    return v;
+  }();
+  return pick(s, std::span<const CwePhrasing>(train), std::span<const CwePhrasing>(kCweDev),
+              std::span<const CwePhrasing>(kCweEval));
+}
 std::span<const FwePhrasing> fwe_phrasings(Split s) { return pick(s, kFweTrain, kFweDev, kFweEval); }
 std::span<const KvPhrasing> kv_phrasings(Split s) { return pick(s, kKvTrain, kKvDev, kKvEval); }
 std::span<const FactPhrasing> fact_phrasings(Split s) {
