@@ -2,7 +2,8 @@
 // noise haystack. Chain c: "VAR X0 = 12345." then "VAR Xj = VAR X(j-1)." for j = 1..hops, in
 // order at increasing depths; chain 0 is asked about ("Find all variables that are assigned the
 // value 12345"), the others are distractors with other values. Values have 5 digits (RULER).
-// Train statement styles with a {kw} placeholder draw it per sample from vt_train_keywords().
+// Train statement styles with a {kw} or {op} placeholder draw it per sample from vt_train_keywords() /
+// vt_train_operators().
 // Eval and dev: 4 hops (RULER's setting). Train: 4 hops for half the samples, 1–3 uniform for the
 // rest — the short chains teach the backward lookup (find the source, copy the name assigned from
 // it) that the long ones repeat, a curriculum inside every stage; the full length is the common case
@@ -39,6 +40,8 @@ Result<TaskOutput> generate_vt(const TaskContext& ctx) {
   const int num_hops = ctx.split == Split::kTrain ? draw_train_hops(rng) : kNumHops;
   std::string_view keyword;  // the {kw} of the train statement styles that have one
   if (ctx.split == Split::kTrain) keyword = vt_train_keywords()[rng.below(vt_train_keywords().size())];
+  std::string_view op;  // the {op} of the train statement styles that have one
+  if (ctx.split == Split::kTrain) op = vt_train_operators()[rng.below(vt_train_operators().size())];
 
   std::unordered_set<std::string> used;
   std::vector<Insertion> statements;
@@ -69,12 +72,12 @@ Result<TaskOutput> generate_vt(const TaskContext& ctx) {
       std::string text;
       if (j == 0) {
         const std::pair<std::string_view, std::string_view> vars[] = {
-            {"var", names[0]}, {"value", value}, {"kw", keyword}};
+            {"var", names[0]}, {"value", value}, {"kw", keyword}, {"op", op}};
         KC_ASSIGN_OR_RETURN(text, format_template(phr.assign_value, vars));
       } else {
         const std::pair<std::string_view, std::string_view> vars[] = {{"var", names[static_cast<size_t>(j)]},
                                                                        {"src", names[static_cast<size_t>(j - 1)]},
-                                                                       {"kw", keyword}};
+                                                                       {"kw", keyword}, {"op", op}};
         KC_ASSIGN_OR_RETURN(text, format_template(phr.assign_var, vars));
       }
       statements.push_back(Insertion{std::move(text), depths[static_cast<size_t>(j)], c == 0});

@@ -144,7 +144,15 @@ constexpr std::array kVtTrainStatements = {
     VtStatements{"{kw} {var} = {value}.", "{kw} {var} = {kw} {src}."},
     VtStatements{"{kw} {var} := {value}.", "{kw} {var} := {src}."},
     VtStatements{"{kw} {var} {value}.", "{kw} {var} {src}."},
+    VtStatements{"{var} {op} {value}.", "{var} {op} {src}."},
+    VtStatements{"{kw} {var} {op} {value}.", "{kw} {var} {op} {src}."},
 };
+// The {op} of the last two statement styles, one per sample (the target first, then the operator, then
+// the source): lower-case words or symbols, so that none reads as a variable name, and neither the eval
+// operator "=" nor the dev one "BE".
+constexpr std::array<std::string_view, 16> kVtTrainOperators = {
+    "gets", "takes", "holds", "receives", "becomes", "copies", "mirrors", "follows",
+    "<=",   "::=",   "<<",    "=:",       ":",       "~",      "is set to", "now equals"};
 constexpr std::array<std::string_view, 40> kVtTrainKeywords = {
     "DIM",    "VAL",    "REF",    "OBJ",    "KEY",    "BOX",    "CELL",   "SLOT",   "ITEM",    "TERM",
     "NODE",   "UNIT",   "DATA",   "WORD",   "SYMBOL", "HANDLE", "BUFFER", "RECORD", "VECTOR",  "STRING",
@@ -373,6 +381,7 @@ std::span<const VtPhrasing> vt_phrasings(Split s) {
               std::span<const VtPhrasing>(kVtEval));
 }
 std::span<const std::string_view> vt_train_keywords() { return kVtTrainKeywords; }
+std::span<const std::string_view> vt_train_operators() { return kVtTrainOperators; }
 std::span<const CwePhrasing> cwe_phrasings(Split s) {
   static const std::vector<CwePhrasing> train = [] {
     std::vector<CwePhrasing> v;

@@ -35,7 +35,8 @@ struct NiahPhrasing {
   std::string_view answer_prefix;  // {types} {query} ({adj}); starts with a space
 };
 
-// vt: a value statement {var} <- {value}, a copy statement {var} <- {src}.
+// vt: a value statement {var} <- {value}, a copy statement {var} <- {src}; train styles may also
+// hold {kw} and {op}, drawn per sample.
 struct VtPhrasing {
   std::string_view instruction;
   std::string_view assign_value;   // {var} {value}
@@ -84,6 +85,9 @@ std::span<const VtPhrasing> vt_phrasings(Split split);
 // sample ("DIM ABCDE = DIM FGHIJ."), so that the model learns the chain, not a keyword. None has 5
 // letters (variable names do) and none is the eval or dev syntax (VAR, LET).
 std::span<const std::string_view> vt_train_keywords();
+// Train split only: the operators a vt statement style with an {op} placeholder draws from, one per
+// sample ("ABCDE gets FGHIJ."): lower-case words or symbols, never the eval "=" or the dev "BE".
+std::span<const std::string_view> vt_train_operators();
 std::span<const CwePhrasing> cwe_phrasings(Split split);
 std::span<const FwePhrasing> fwe_phrasings(Split split);
 std::span<const KvPhrasing> kv_phrasings(Split split);

@@ -7,6 +7,7 @@
 // or fact, and the drawn ones are the ones the train prompts carry.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <set>
 #include <string>
@@ -88,7 +89,7 @@ TEST(EvalSplits, EveryTemplateFormats) {
       {"types", "numbers"}, {"type", "number"}, {"key", "k"},   {"value", "1"},   {"query", "q"},
       {"var", "ABCDE"},     {"src", "FGHIJ"},   {"num", "5"},   {"i", "3"},       {"word", "w"},
       {"country", "Zorvia"}, {"city", "Melkat"}, {"person", "Tirona Vask"}, {"kw", "DIM"},
-      {"adj", "hidden"},    {"Adj", "Hidden"},  {"place", "spa town"}, {"role", "chief judge"}};
+      {"adj", "hidden"},    {"Adj", "Hidden"},  {"op", "gets"},  {"place", "spa town"}, {"role", "chief judge"}};
   for (const Split split : kSplits) {
     EXPECT_FALSE(niah_phrasings(split).empty());
     EXPECT_FALSE(vt_phrasings(split).empty());
@@ -211,6 +212,18 @@ TEST(EvalSplits, TrainDrawnWordsAreNoDevOrEvalNeedleOrFactWords) {
     for (const auto phrase : list) {
       for (const auto& w : literal_words(phrase)) EXPECT_FALSE(fact_words.count(w)) << "train relation word " << phrase;
     }
+  }
+  // vt operators: no upper-case letter (a variable name is 5 of them), never the eval "=" or the dev "BE".
+  std::set<std::string> vt_words;
+  for (const Split split : {Split::kDev, Split::kEval}) {
+    for (const auto& p : vt_phrasings(split)) vt_words.merge(literal_words(p.assign_var));
+  }
+  EXPECT_TRUE(vt_words.count("var") && vt_words.count("let") && vt_words.count("be"));
+  ASSERT_GE(vt_train_operators().size(), 10u);
+  for (const auto op : vt_train_operators()) {
+    EXPECT_NE(op, "=");
+    EXPECT_EQ(std::count_if(op.begin(), op.end(), [](char c) { return std::isupper(static_cast<unsigned char>(c)); }), 0) << op;
+    for (const auto& w : literal_words(op)) EXPECT_FALSE(vt_words.count(w)) << "train operator " << op;
   }
   EXPECT_GE(r.place_modifiers.size() * r.place_nouns.size(), 200u);
   EXPECT_GE(r.role_modifiers.size() * r.role_nouns.size(), 150u);

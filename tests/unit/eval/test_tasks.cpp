@@ -496,6 +496,19 @@ TEST(EvalTasks, TrainCompletionsListSeveralAnswersInPromptOrder) {
   }
 }
 
+// The train vt styles with a drawn operator ("ABCDE gets FGHIJ.") parse and follow like the others.
+TEST(EvalTasks, VtTrainOperatorStylesAreDerivable) {
+  int found = 0;
+  for (int64_t index = 0; index < 200 && found < 6; ++index) {
+    const Sample s = make("vt", Split::kTrain, 1024, index, count_whitespace_tokens);
+    const VtPhrasing& phr = vt_phrasings(Split::kTrain)[static_cast<size_t>(s.template_id)];
+    if (phr.assign_var.find("{op}") == std::string_view::npos) continue;
+    ++found;
+    EXPECT_TRUE(check_answers(s)) << "train vt #" << index << " (" << phr.assign_var << ")";
+  }
+  EXPECT_EQ(found, 6) << "too few operator styles drawn in 200 samples";
+}
+
 TEST(EvalTasks, MultihopTrainCompletionSpellsOutTheHop) {
   for (int64_t index = 0; index < 6; ++index) {
     for (const Split split : {Split::kEval, Split::kDev}) {
