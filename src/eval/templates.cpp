@@ -348,52 +348,53 @@ std::span<const T> pick(Split split, const std::array<T, A>& train, const std::a
                         const std::array<T, C>& eval) {
   return pick(split, std::span<const T>(train), std::span<const T>(dev), std::span<const T>(eval));
 }
+template <typename T, size_t B, size_t C>
+std::span<const T> pick(Split split, const std::vector<T>& train, const std::array<T, B>& dev,
+                        const std::array<T, C>& eval) {
+  return pick(split, std::span<const T>(train), std::span<const T>(dev), std::span<const T>(eval));
+}
+
+// A train split's product phrasings: make(a, b, c) for every a of as, b of bs, c of cs, in that nesting
+// order (a sample's template id indexes the result); the callers below build theirs once, on first use.
+template <typename P, typename A, typename B, typename C, typename Make>
+std::vector<P> product_of(const A& as, const B& bs, const C& cs, Make make) {
+  std::vector<P> v;
+  for (const auto& a : as) {
+    for (const auto& b : bs) {
+      for (const auto& c : cs) v.push_back(make(a, b, c));
+    }
+  }
+  return v;
+}
 
 }  // namespace
 
 std::span<const NiahPhrasing> niah_phrasings(Split s) {
-  static const std::vector<NiahPhrasing> train = [] {
-    std::vector<NiahPhrasing> v;
-    for (const auto instruction : kNiahTrainInstructions) {
-      for (const auto needle : kNiahTrainNeedles) {
-        for (const auto& q : kNiahTrainQuestions) v.push_back(NiahPhrasing{instruction, needle, q.question, q.answer_prefix});
-      }
-    }
-    return v;
-  }();
-  return pick(s, std::span<const NiahPhrasing>(train), std::span<const NiahPhrasing>(kNiahDev),
-              std::span<const NiahPhrasing>(kNiahEval));
+  static const auto train = product_of<NiahPhrasing>(
+      kNiahTrainInstructions, kNiahTrainNeedles, kNiahTrainQuestions,
+      [](std::string_view instruction, std::string_view needle, const NiahQuestion& q) {
+        return NiahPhrasing{instruction, needle, q.question, q.answer_prefix};
+      });
+  return pick(s, train, kNiahDev, kNiahEval);
 }
 std::span<const std::string_view> niah_train_adjectives() { return kNiahTrainAdjectives; }
 std::span<const VtPhrasing> vt_phrasings(Split s) {
-  static const std::vector<VtPhrasing> train = [] {
-    std::vector<VtPhrasing> v;
-    for (const auto& st : kVtTrainStatements) {
-      for (const auto instruction : kVtTrainInstructions) {
-        for (const auto& q : kVtTrainQuestions) {
-          v.push_back(VtPhrasing{instruction, st.assign_value, st.assign_var, q.question, q.answer_prefix});
-        }
-      }
-    }
-    return v;
-  }();
-  return pick(s, std::span<const VtPhrasing>(train), std::span<const VtPhrasing>(kVtDev),
-              std::span<const VtPhrasing>(kVtEval));
+  static const auto train = product_of<VtPhrasing>(
+      kVtTrainStatements, kVtTrainInstructions, kVtTrainQuestions,
+      [](const VtStatements& st, std::string_view instruction, const VtQuestion& q) {
+        return VtPhrasing{instruction, st.assign_value, st.assign_var, q.question, q.answer_prefix};
+      });
+  return pick(s, train, kVtDev, kVtEval);
 }
 std::span<const std::string_view> vt_train_keywords() { return kVtTrainKeywords; }
 std::span<const std::string_view> vt_train_operators() { return kVtTrainOperators; }
 std::span<const CwePhrasing> cwe_phrasings(Split s) {
-  static const std::vector<CwePhrasing> train = [] {
-    std::vector<CwePhrasing> v;
-    for (const auto instruction : kCweTrainInstructions) {
-      for (const auto item : kCweTrainItems) {
-        for (const auto& q : kCweTrainQuestions) v.push_back(CwePhrasing{instruction, item, q.question, q.answer_prefix});
-      }
-    }
-    return v;
-  }();
-  return pick(s, std::span<const CwePhrasing>(train), std::span<const CwePhrasing>(kCweDev),
-              std::span<const CwePhrasing>(kCweEval));
+  static const auto train = product_of<CwePhrasing>(
+      kCweTrainInstructions, kCweTrainItems, kCweTrainQuestions,
+      [](std::string_view instruction, std::string_view item, const CweQuestion& q) {
+        return CwePhrasing{instruction, item, q.question, q.answer_prefix};
+      });
+  return pick(s, train, kCweDev, kCweEval);
 }
 std::span<const FwePhrasing> fwe_phrasings(Split s) { return pick(s, kFweTrain, kFweDev, kFweEval); }
 std::span<const KvPhrasing> kv_phrasings(Split s) { return pick(s, kKvTrain, kKvDev, kKvEval); }
@@ -408,8 +409,7 @@ std::span<const FactPhrasing> fact_phrasings(Split s) {
     }
     return v;
   }();
-  return pick(s, std::span<const FactPhrasing>(train), std::span<const FactPhrasing>(kFactDev),
-              std::span<const FactPhrasing>(kFactEval));
+  return pick(s, train, kFactDev, kFactEval);
 }
 const FactRelationWords& fact_train_relation_words() {
   static const FactRelationWords words{kFactTrainPlaceModifiers, kFactTrainPlaceNouns, kFactTrainRoleModifiers,
