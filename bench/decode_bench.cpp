@@ -245,27 +245,29 @@ void run_config(const Shape& shape, DType dtype, int32_t batch, int32_t len, con
   };
   std::vector<Variant> variants;
   std::vector<std::unique_ptr<Device>> variant_ws;
-  // Split experiments: the planned splits scaled by 1/2 (at least 1), 2 and 4.
-  const auto scaled_splits = [](int32_t planned, const std::string& scale) {
-    return scale == "0.5" ? std::max(planned / 2, 1) : std::min(planned * std::stoi(scale), 256);
+  // Split experiments: the planned splits times num / den, within [1, 256].
+  struct SplitScale {
+    const char* label;
+    int32_t num, den;
   };
-  for (const std::string scale : {"0.5", "2", "4"}) {
+  for (const SplitScale scale : {SplitScale{"0.5", 1, 2}, SplitScale{"2", 2, 1}, SplitScale{"4", 4, 1}}) {
+    const auto scaled_splits = [&](int32_t planned) { return std::clamp(planned * scale.num / scale.den, 1, 256); };
     cuda::DenseDecodePlan dense_v = *dense_plan;
-    dense_v.pass.num_splits = scaled_splits(dense_plan->pass.num_splits, scale);
+    dense_v.pass.num_splits = scaled_splits(dense_plan->pass.num_splits);
     dense_v.workspace = cuda::detail::layout_workspace(s, dense_v.pass.num_splits, 0, 0);
     variant_ws.push_back(std::make_unique<Device>(dense_v.workspace.total_bytes));
     void* dws = variant_ws.back()->p;
     BENCH_OK(cuda::initialize_workspace(dense_v.workspace, dws, timer.stream));
-    variants.push_back({"dense_s" + scale + "x", dense_v.pass.num_splits, timer.capture([&, dense_v, dws](cudaStream_t st) {
+    variants.push_back({std::string("dense_s") + scale.label + "x", dense_v.pass.num_splits, timer.capture([&, dense_v, dws](cudaStream_t st) {
       return cuda::dense_decode(dense_v, qb, kv, params, out, dws, st);
     })});
     cuda::SparseDecodePlan reuse_v = *r_plan;
-    reuse_v.pass.num_splits = scaled_splits(r_plan->pass.num_splits, scale);
+    reuse_v.pass.num_splits = scaled_splits(r_plan->pass.num_splits);
     reuse_v.workspace = cuda::detail::layout_workspace(s, reuse_v.pass.num_splits, 0, 0);
     variant_ws.push_back(std::make_unique<Device>(reuse_v.workspace.total_bytes));
     void* rws = variant_ws.back()->p;
     BENCH_OK(cuda::initialize_workspace(reuse_v.workspace, rws, timer.stream));
-    variants.push_back({"reuse_s" + scale + "x", reuse_v.pass.num_splits, timer.capture([&, reuse_v, rws](cudaStream_t st) {
+    variants.push_back({std::string("reuse_s") + scale.label + "x", reuse_v.pass.num_splits, timer.capture([&, reuse_v, rws](cudaStream_t st) {
       return cuda::sparse_decode(reuse_v, qb, kv, params, r1, map_d.as<int32_t>(), out, rws, st);
     })});
   }

@@ -38,4 +38,11 @@ double draw_depth(DetRng& rng, const std::optional<double>& requested) {
   return requested.has_value() ? *requested : u;
 }
 
+std::string_view draw_train_word(DetRng& rng, std::span<const std::string_view> words, const char* param,
+                                 TaskOutput& out) {
+  const uint64_t i = rng.below(words.size());
+  out.params[param] = static_cast<int64_t>(i);
+  return words[i];
+}
+
 }  // namespace kascade::eval

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,11 @@ std::string answer_list_completion(const std::vector<std::string>& answers);
 
 // A random depth in [0, 1], or the requested one.
 double draw_depth(DetRng& rng, const std::optional<double>& requested);
+
+// Train split: a word drawn from `words` for a phrasing placeholder, its index recorded in
+// out.params[param] (so tests and readers of the samples can tell which was drawn).
+std::string_view draw_train_word(DetRng& rng, std::span<const std::string_view> words, const char* param,
+                                 TaskOutput& out);
 
 // The most filler units a budget can need when every unit costs at least one token.
 inline int64_t max_units_for(int64_t budget) { return 4 * budget + 16; }

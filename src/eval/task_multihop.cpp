@@ -31,15 +31,10 @@ Result<TaskOutput> generate_multihop(const TaskContext& ctx) {
   std::string place, role;  // the train phrasings' {place} and {role}, one of each per sample
   if (ctx.split == Split::kTrain) {
     const FactRelationWords& w = fact_train_relation_words();
-    auto draw = [&](std::span<const std::string_view> words, const char* param) {
-      const uint64_t i = rng.below(words.size());
-      out.params[param] = static_cast<int64_t>(i);
-      return words[i];
-    };
-    const std::string_view place_modifier = draw(w.place_modifiers, "place_modifier");
-    place = compose_relation(place_modifier, draw(w.place_nouns, "place_noun"));
-    const std::string_view role_modifier = draw(w.role_modifiers, "role_modifier");
-    role = compose_relation(role_modifier, draw(w.role_nouns, "role_noun"));
+    const std::string_view place_modifier = draw_train_word(rng, w.place_modifiers, "place_modifier", out);
+    place = compose_relation(place_modifier, draw_train_word(rng, w.place_nouns, "place_noun", out));
+    const std::string_view role_modifier = draw_train_word(rng, w.role_modifiers, "role_modifier", out);
+    role = compose_relation(role_modifier, draw_train_word(rng, w.role_nouns, "role_noun", out));
   }
   const WordStream& stream = WordStream::get(ctx.split, HaystackKind::kNatural);
   const int64_t start = stream.random_sentence_start(rng);

@@ -109,13 +109,9 @@ Result<TaskOutput> generate_niah(const TaskContext& ctx) {
   const NiahPhrasing& phr = phrasings[static_cast<size_t>(out.template_id)];
   const std::string_view types = cfg->value == Kind::kUuids ? "uuids" : "numbers";
   const std::string_view type = cfg->value == Kind::kUuids ? "uuid" : "number";
-  std::string_view adj;  // the train phrasings' {adj}, one per sample
-  if (ctx.split == Split::kTrain) {
-    const auto adjectives = niah_train_adjectives();
-    const uint64_t a = rng.below(adjectives.size());
-    adj = adjectives[a];
-    out.params["adjective"] = static_cast<int64_t>(a);
-  }
+  // The train phrasings' {adj} (one per sample) and {Adj}, the same capitalised.
+  const std::string_view adj =
+      ctx.split == Split::kTrain ? draw_train_word(rng, niah_train_adjectives(), "adjective", out) : "";
   std::string adj_capitalised(adj);
   if (!adj_capitalised.empty()) adj_capitalised[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(adj_capitalised[0])));
 

@@ -3,7 +3,7 @@
 // order at increasing depths; chain 0 is asked about ("Find all variables that are assigned the
 // value 12345"), the others are distractors with other values. Values have 5 digits (RULER).
 // Train statement styles with a {kw} or {op} placeholder draw it per sample from vt_train_keywords() /
-// vt_train_operators().
+// vt_train_operators() (params keyword / operator: the indices drawn).
 // Eval and dev: 4 hops (RULER's setting). Train: 4 hops for half the samples, 1–3 uniform for the
 // rest — the short chains teach the backward lookup (find the source, copy the name assigned from
 // it) that the long ones repeat, a curriculum inside every stage; the full length is the common case
@@ -38,10 +38,10 @@ Result<TaskOutput> generate_vt(const TaskContext& ctx) {
   const int64_t start = stream.random_sentence_start(rng);
   // Drawn for the train split only, so the eval and dev samples stay what they were.
   const int num_hops = ctx.split == Split::kTrain ? draw_train_hops(rng) : kNumHops;
-  std::string_view keyword;  // the {kw} of the train statement styles that have one
-  if (ctx.split == Split::kTrain) keyword = vt_train_keywords()[rng.below(vt_train_keywords().size())];
-  std::string_view op;  // the {op} of the train statement styles that have one
-  if (ctx.split == Split::kTrain) op = vt_train_operators()[rng.below(vt_train_operators().size())];
+  // The {kw} and {op} of the train statement styles that have them, one of each per sample.
+  const bool train = ctx.split == Split::kTrain;
+  const std::string_view keyword = train ? draw_train_word(rng, vt_train_keywords(), "keyword", out) : "";
+  const std::string_view op = train ? draw_train_word(rng, vt_train_operators(), "operator", out) : "";
 
   std::unordered_set<std::string> used;
   std::vector<Insertion> statements;
