@@ -2,8 +2,8 @@
 // host memory (64-byte aligned allocations, memcpy copies). Attention (dense, sparse decode, sparse
 // prefill) and score-based selection (select_decode, select_prefill) run on the fast, blocked,
 // multithreaded kernels of cpu_fast_attention.h / cpu_fast_select.h by default; CpuBackendOptions
-// selects the reference kernels instead (src/ref and cpu_select.h's reference loops), the oracle
-// every fast kernel is tested against. The prefill oracle (cpu_select.h) and Quest / LessIsMore
+// (kascade/backends.h, beside the factory make_cpu_backend) selects the reference kernels instead
+// (src/ref and cpu_select.h's reference loops), the oracle every fast kernel is tested against. The prefill oracle (cpu_select.h) and Quest / LessIsMore
 // (cpu_baselines.h) always run the reference code. It supports every op.
 // Tested by tests/unit/policy/test_cpu_backend.cpp and test_cpu_fast_kernels.cpp.
 #pragma once
@@ -12,18 +12,9 @@
 #include <memory>
 
 #include "kascade/backend.h"
+#include "kascade/backends.h"  // CpuKernels, CpuBackendOptions, make_cpu_backend
 
 namespace kascade {
-
-// Which arithmetic the CPU backend runs.
-enum class CpuKernels : uint8_t {
-  kFast = 0,       // cpu_fast_attention.h / cpu_fast_select.h: GEMM-shaped tiles, OpenMP threads
-  kReference = 1,  // src/ref (and cpu_select.h's reference selection): simple, the tests' oracle
-};
-
-struct CpuBackendOptions {
-  CpuKernels kernels = CpuKernels::kFast;
-};
 
 class CpuBackend final : public AttentionBackend {
  public:
@@ -58,7 +49,5 @@ class CpuBackend final : public AttentionBackend {
   bool fast() const { return options_.kernels == CpuKernels::kFast; }
   CpuBackendOptions options_;
 };
-
-std::shared_ptr<AttentionBackend> make_cpu_backend(CpuBackendOptions options = {});
 
 }  // namespace kascade

@@ -576,7 +576,7 @@ TEST(CudaBackendOps, DeviceErrorsSurfaceAtTheNextHostReadOrAfterEveryOp) {
     KC_ASSERT_OK(op.cuda->enqueue_error_check(1));
     EXPECT_TRUE(refused_naming(op.cuda->enqueue_error_check(1), StatusCode::kInvalidArgument, "twice"));
     KC_ASSERT_OK(op.cuda->check_device_errors());  // its own slot; slot 1 took the bits already
-    KC_ASSERT_OK(cuda::cuda_status(cudaStreamSynchronize(op.cuda->options().stream), "sync"));
+    KC_ASSERT_OK(cuda::cuda_status(cudaStreamSynchronize(options_stream(op.cuda->options())), "sync"));
     const Status halves = op.cuda->finish_error_check(1);
     EXPECT_TRUE(refused_naming(halves, StatusCode::kOutOfRange, "kv_len out of range")) << halves.to_string();
     EXPECT_TRUE(op.cuda->check_device_errors().ok()) << "the bits reported through slot 1 were cleared";

@@ -34,8 +34,8 @@ using cuda::PrefillPlanCache;
 struct CudaBackend::State {
   explicit State(const CudaBackendOptions& o)
       : options(o),
-        plans(o.max_seq_len, o.budget, o.stream, o.programmatic_launch),
-        prefill_plans(o.max_batch, o.max_seq_len, o.stream),
+        plans(o.max_seq_len, o.budget, options_stream(o), o.programmatic_launch),
+        prefill_plans(o.max_batch, o.max_seq_len, options_stream(o)),
         k_host(static_cast<size_t>(o.max_batch)) {}
 
   CudaBackendOptions options;
@@ -76,7 +76,7 @@ struct CudaBackend::State {
                        pass == cuda::GraphPass::kCapture ? "capture" : "check", " pass");
   }
 
-  cudaStream_t stream() const { return options.stream; }
+  cudaStream_t stream() const { return options_stream(options); }
 
   Status activate() const {
     KC_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
@@ -171,8 +171,8 @@ Result<std::shared_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
                       cuda::pinned_host_allocate(kErrorCheckSlots * State::kMaxErrorWords * sizeof(uint32_t),
                                                  "the error words' host copies"));
   state->allocations = 2;
-  KC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(state->error_word.data(), 0, sizeof(uint32_t), options.stream));
-  KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(options.stream));
+  KC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(state->error_word.data(), 0, sizeof(uint32_t), options_stream(options)));
+  KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(options_stream(options)));
   return std::shared_ptr<CudaBackend>(new CudaBackend(std::move(state)));
 }
 

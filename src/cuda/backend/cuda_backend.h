@@ -64,24 +64,18 @@
 
 #include "cuda/backend/graph_pass.h"
 #include "kascade/backend.h"
+#include "kascade/backends.h"  // CudaBackendOptions, make_cuda_backend
 #include "kascade/budget.h"
 #include "kascade/dtype.h"
 #include "kascade/status.h"
 
 namespace kascade {
 
-struct CudaBackendOptions {
-  int32_t device = 0;             // CUDA device ordinal the backend runs on
-  cudaStream_t stream = nullptr;  // every op runs on this stream (null: the legacy default stream)
-  int32_t max_batch = 1;          // most sequences one call may carry
-  int32_t max_seq_len = 0;        // longest kv_len any call may see; block tables must cover it
-  Budget budget;                  // the policies' Top-k budget: tunes the split of sparse passes
-                                  // (speed only; ops honour whatever k they are given)
-  bool check_errors_every_op = false;  // wait after each op and report device error bits
-  bool programmatic_launch = false;    // decode-kernel passes launch with programmatic dependent launch, so
-                                       // each may start while the stream's previous kernel runs (sm_90+:
-                                       // cuda/common/programmatic_launch.cuh; refused below sm_90)
-};
+
+// The options' stream as the CUDA type (kascade/backends.h keeps it opaque).
+inline cudaStream_t options_stream(const CudaBackendOptions& options) {
+  return static_cast<cudaStream_t>(options.stream);
+}
 
 // Checks device >= 0, 1 <= max_batch <= 65535, 1 <= max_seq_len <= 2^30, a valid budget. No GPU needed.
 Status validate_cuda_backend_options(const CudaBackendOptions& options);
@@ -170,8 +164,5 @@ class CudaBackend final : public AttentionBackend {
   Status finish_op(Status status);
   std::unique_ptr<State> state_;
 };
-
-// The factory the runtime calls (under #ifdef KASCADE_HAVE_CUDA).
-Result<std::shared_ptr<AttentionBackend>> make_cuda_backend(const CudaBackendOptions& options);
 
 }  // namespace kascade
