@@ -192,7 +192,8 @@ class AttentionPolicy {
   virtual int64_t planned_decode_row_width() const = 0;
 };
 
-// Makes the policy `config.name` over `backend` (shared with the caller). Refuses unknown names,
+// Makes the policy `config.name` over `backend` (shared with the caller; make_cpu_backend /
+// make_cuda_backend of kascade/backends.h, or a backend of your own). Refuses unknown names,
 // invalid configs, and a policy neither of whose modes (prefill, decode) the backend can run, with a
 // message naming the problem. When only one mode is unsupported (e.g. the oracle's prefill on CUDA)
 // the policy is made and begin_forward of that mode returns the refusal, naming the op and backend;
