@@ -1,0 +1,136 @@
+/* kascade/c_api.h — a C interface to kascade's attention policies, for engines written in C, or in
+ * Python through ctypes (python/kascade, which passes numpy arrays' or torch tensors' data pointers):
+ * the engine owns its paged KV cache and calls, per forward call, begin_forward once and attention
+ * once per layer, exactly as the C++ AttentionPolicy (kascade/policy.h) is used.
+ *
+ *   kascade_backend* b;  kascade_backend_cpu(&b);          // or kascade_backend_cuda(...)
+ *   kascade_policy_config c;  kascade_policy_config_init(&c);  c.name = "kascade"; ...
+ *   kascade_policy* p;  kascade_policy_create(b, &c, &p);
+ *   kascade_policy_begin_forward(p, KASCADE_DECODE, batch, q_lens, kv_lens);   // host arrays
+ *   for (layer ...) kascade_policy_attention(p, layer, &q, &kv, scale, o, lse);
+ *
+ * Memory: the views' pointers live in the backend's memory (host for the CPU backend, device for
+ * CUDA), with the layouts of kascade/attention.h: q [total_q, num_heads, head_dim], K and V
+ * [num_pages, page_size, num_kv_heads, head_dim], block_table [batch, max_pages_per_seq], kv_lens
+ * [batch], cu_q_lens [batch + 1], o like q (same dtype), lse [total_q, num_heads] fp32 or NULL.
+ * Errors: every call returns a kascade_status (0 = OK); kascade_last_error() gives the message of the
+ * calling thread's last failure, naming the argument or value at fault. No call throws or aborts.
+ * Handles: a policy keeps its backend alive; destroy each handle once (NULL is ignored).
+ * Implementation: src/capi/c_api.cpp, built as the shared library libkascade_c. Tested by
+ * tests/python/test_c_api.py (through python/kascade on the CPU backend, against a numpy reference),
+ * tests/python/test_c_api_cuda.py (the CUDA backend on torch tensors; skips without torch or a GPU) and
+ * tests/scripts/test_install.sh (the installed library, its Python binding, examples/c_decode.c). */
+#ifndef KASCADE_C_API_H
+#define KASCADE_C_API_H
+
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define KASCADE_C_EXPORT __declspec(dllexport)
+#else
+#define KASCADE_C_EXPORT __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KASCADE_C_API_VERSION 1
+
+/* The values of kascade::StatusCode (kascade/status.h). */
+typedef enum {
+  KASCADE_OK = 0,
+  KASCADE_INVALID_ARGUMENT = 1,
+  KASCADE_OUT_OF_RANGE = 2,
+  KASCADE_NOT_FOUND = 3,
+  KASCADE_UNSUPPORTED = 4,
+  KASCADE_DATA_LOSS = 5,
+  KASCADE_RESOURCE_EXHAUSTED = 6,
+  KASCADE_INTERNAL = 7,
+  KASCADE_IO_ERROR = 8,
+} kascade_status;
+
+typedef enum { KASCADE_F32 = 0, KASCADE_F16 = 1, KASCADE_BF16 = 2 } kascade_dtype;
+typedef enum { KASCADE_PREFILL = 0, KASCADE_DECODE = 1 } kascade_mode;
+/* Layer roles (kascade::LayerRole): dense, dense output + selection, selection + own rows, reuse. */
+typedef enum { KASCADE_ROLE_DENSE = 0, KASCADE_ROLE_DENSE_ANCHOR = 1, KASCADE_ROLE_ANCHOR = 2, KASCADE_ROLE_REUSE = 3 } kascade_role;
+
+typedef struct kascade_backend kascade_backend;
+typedef struct kascade_policy kascade_policy;
+
+/* kascade::PolicyConfig; kascade_policy_config_init sets the defaults noted. */
+typedef struct {
+  const char* name;         /* one of the policy names of kascade/policy.h ("dense") */
+  int32_t num_layers;       /* N */
+  int32_t num_heads;        /* H */
+  int32_t num_kv_heads;     /* G, H % G == 0 */
+  int32_t head_dim;         /* d */
+  double topk_fraction;     /* rho of the budget k(n) = max(k_min, ceil(rho n)) capped at n (0.10) */
+  int64_t k_min;            /* (128) */
+  int32_t tile_size;        /* prefill tile T (32) */
+  int32_t rolling;          /* 1: rolling prefill budget k(s_t) (1) */
+  const int32_t* anchors;   /* kascade variants: ascending layers, anchors[0] == 0 (NULL) */
+  int32_t num_anchors;      /* (0) */
+  const int32_t* head_map;  /* kascade variants: [num_layers, num_kv_heads] row-major, the anchor KV head
+                               each layer's KV head reads (a calibration file's head_map); NULL: identity */
+} kascade_policy_config;
+
+/* kascade::QueryBatch and kascade::PagedKv (kascade/attention.h). */
+typedef struct {
+  const void* q;
+  int32_t dtype; /* kascade_dtype */
+  int32_t batch;
+  int32_t total_q;
+  int32_t num_heads;
+  int32_t head_dim;
+  const int32_t* cu_q_lens;
+} kascade_query;
+
+typedef struct {
+  const void* k;
+  const void* v;
+  int32_t dtype; /* kascade_dtype */
+  int32_t num_pages;
+  int32_t page_size;
+  int32_t num_kv_heads;
+  int32_t head_dim;
+  const int32_t* block_table;
+  int32_t max_pages_per_seq;
+  const int32_t* kv_lens;
+} kascade_paged_kv;
+
+KASCADE_C_EXPORT int32_t kascade_c_api_version(void);
+/* 1 when this library has the CUDA backend compiled in (a GPU may still be missing). */
+KASCADE_C_EXPORT int32_t kascade_has_cuda(void);
+/* The message of this thread's last failed call ("" when none failed). Valid until the thread's next call. */
+KASCADE_C_EXPORT const char* kascade_last_error(void);
+
+KASCADE_C_EXPORT int32_t kascade_backend_cpu(kascade_backend** out);
+/* stream: a cudaStream_t (NULL: the legacy default stream), e.g. torch.cuda.current_stream().cuda_stream.
+ * max_batch / max_seq_len bound every later call (plans are sized by them). */
+KASCADE_C_EXPORT int32_t kascade_backend_cuda(int32_t device, void* stream, int32_t max_batch, int32_t max_seq_len,
+                                              kascade_backend** out);
+KASCADE_C_EXPORT void kascade_backend_destroy(kascade_backend* backend);
+
+KASCADE_C_EXPORT void kascade_policy_config_init(kascade_policy_config* config);
+KASCADE_C_EXPORT int32_t kascade_policy_create(kascade_backend* backend, const kascade_policy_config* config,
+                                               kascade_policy** out);
+KASCADE_C_EXPORT void kascade_policy_destroy(kascade_policy* policy);
+/* q_lens, kv_lens: host arrays of `batch` entries (decode: q_lens all 1). */
+KASCADE_C_EXPORT int32_t kascade_policy_begin_forward(kascade_policy* policy, int32_t mode, int32_t batch,
+                                                      const int32_t* q_lens, const int32_t* kv_lens);
+/* One layer of the current call; o has q's dtype; lse may be NULL. scale: the softmax scale (1/sqrt(d)). */
+KASCADE_C_EXPORT int32_t kascade_policy_attention(kascade_policy* policy, int32_t layer, const kascade_query* q,
+                                                  const kascade_paged_kv* kv, float scale, void* o, float* lse);
+KASCADE_C_EXPORT int32_t kascade_policy_layer_role(const kascade_policy* policy, int32_t layer, int32_t mode,
+                                                   int32_t* role);
+/* Keys attended by `layer` (-1: all layers) in `mode`, summed over the calls since the policy was made:
+ * attended and causal counts of (query, head, key) triples (kascade::AttendedCount). */
+KASCADE_C_EXPORT int32_t kascade_policy_keys_attended(const kascade_policy* policy, int32_t mode, int32_t layer,
+                                                      int64_t* attended, int64_t* causal);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KASCADE_C_API_H */

@@ -1,0 +1,267 @@
+"""kascade — Python bindings of kascade's attention policies through its C interface (ctypes).
+
+For an engine written in Python that owns its paged KV cache: make a backend and a policy, then per
+forward call ``begin_forward`` once and ``attention`` once per layer, passing numpy arrays (CPU backend)
+or torch tensors (CUDA backend: device tensors, the backend built on the tensors' stream). Nothing is
+copied: the library reads and writes the arrays in place, with the layouts of include/kascade/attention.h
+(and include/kascade/c_api.h, which this module wraps one to one):
+
+    q            [total_q, num_heads, head_dim]            f32 / f16 / bf16 (bf16: torch only)
+    k, v         [num_pages, page_size, num_kv_heads, head_dim]  same dtype
+    block_table  [batch, max_pages_per_seq] int32;   kv_lens [batch] int32;   cu_q_lens [batch + 1] int32
+    out          like q;   lse  [total_q, num_heads] float32 or None
+
+    import kascade
+    backend = kascade.Backend.cpu()        # or kascade.Backend.cuda(max_batch=8, max_seq_len=131072, stream=...)
+    policy = kascade.Policy(backend, "kascade", num_layers=32, num_heads=32, num_kv_heads=8, head_dim=128,
+                            anchors=[0, 2, 8, 13, 14], head_map=calibration_head_map)  # head_map optional
+    policy.begin_forward(kascade.DECODE, q_lens=[1, 1], kv_lens=[700, 1500])
+    for layer in range(32):
+        policy.attention(layer, q, k[layer], v[layer], block_table, kv_lens, cu_q_lens, out)
+
+The library is libkascade_c.so: the path in $KASCADE_LIBRARY, else the one beside an installed package
+(<prefix>/lib, this file being <prefix>/share/kascade/python/kascade/__init__.py), else the loader's
+search path. Errors raise kascade.Error with the library's message (the argument or value at fault).
+Tested by tests/python/test_c_api.py (CPU, numpy) and tests/python/test_c_api_cuda.py (GPU, torch).
+"""
+
+import ctypes
+import os
+from pathlib import Path
+
+__all__ = ["Error", "Backend", "Policy", "PREFILL", "DECODE", "ROLES", "library", "has_cuda"]
+
+PREFILL, DECODE = 0, 1
+ROLES = ("dense", "dense-anchor", "anchor", "reuse")
+_STATUS = ("ok", "invalid argument", "out of range", "not found", "unsupported", "data loss",
+           "resource exhausted", "internal", "io error")
+
+
+class Error(RuntimeError):
+    """A call of the C interface failed: .code is the kascade_status value, str() the message."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+        self.status = _STATUS[code] if 0 <= code < len(_STATUS) else str(code)
+
+
+class _PolicyConfig(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("num_layers", ctypes.c_int32), ("num_heads", ctypes.c_int32),
+                ("num_kv_heads", ctypes.c_int32), ("head_dim", ctypes.c_int32), ("topk_fraction", ctypes.c_double),
+                ("k_min", ctypes.c_int64), ("tile_size", ctypes.c_int32), ("rolling", ctypes.c_int32),
+                ("anchors", ctypes.POINTER(ctypes.c_int32)), ("num_anchors", ctypes.c_int32),
+                ("head_map", ctypes.POINTER(ctypes.c_int32))]
+
+
+class _Query(ctypes.Structure):
+    _fields_ = [("q", ctypes.c_void_p), ("dtype", ctypes.c_int32), ("batch", ctypes.c_int32),
+                ("total_q", ctypes.c_int32), ("num_heads", ctypes.c_int32), ("head_dim", ctypes.c_int32),
+                ("cu_q_lens", ctypes.c_void_p)]
+
+
+class _PagedKv(ctypes.Structure):
+    _fields_ = [("k", ctypes.c_void_p), ("v", ctypes.c_void_p), ("dtype", ctypes.c_int32),
+                ("num_pages", ctypes.c_int32), ("page_size", ctypes.c_int32), ("num_kv_heads", ctypes.c_int32),
+                ("head_dim", ctypes.c_int32), ("block_table", ctypes.c_void_p), ("max_pages_per_seq", ctypes.c_int32),
+                ("kv_lens", ctypes.c_void_p)]
+
+
+_I32, _P = ctypes.c_int32, ctypes.c_void_p
+_SIGNATURES = {
+    "kascade_c_api_version": (_I32, []),
+    "kascade_has_cuda": (_I32, []),
+    "kascade_last_error": (ctypes.c_char_p, []),
+    "kascade_backend_cpu": (_I32, [ctypes.POINTER(_P)]),
+    "kascade_backend_cuda": (_I32, [_I32, _P, _I32, _I32, ctypes.POINTER(_P)]),
+    "kascade_backend_destroy": (None, [_P]),
+    "kascade_policy_config_init": (None, [ctypes.POINTER(_PolicyConfig)]),
+    "kascade_policy_create": (_I32, [_P, ctypes.POINTER(_PolicyConfig), ctypes.POINTER(_P)]),
+    "kascade_policy_destroy": (None, [_P]),
+    "kascade_policy_begin_forward": (_I32, [_P, _I32, _I32, ctypes.POINTER(_I32), ctypes.POINTER(_I32)]),
+    "kascade_policy_attention": (_I32, [_P, _I32, ctypes.POINTER(_Query), ctypes.POINTER(_PagedKv), ctypes.c_float,
+                                        _P, _P]),
+    "kascade_policy_layer_role": (_I32, [_P, _I32, _I32, ctypes.POINTER(_I32)]),
+    "kascade_policy_keys_attended": (_I32, [_P, _I32, _I32, ctypes.POINTER(ctypes.c_int64),
+                                            ctypes.POINTER(ctypes.c_int64)]),
+}
+_API_VERSION = 1
+_lib = None
+
+
+def library():
+    """The loaded libkascade_c (loaded on first use; see the module docstring for where it is looked for)."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    candidates = []
+    if os.environ.get("KASCADE_LIBRARY"):
+        candidates.append(os.environ["KASCADE_LIBRARY"])
+    here = Path(__file__).resolve()
+    if len(here.parents) > 4:  # <prefix>/share/kascade/python/kascade/__init__.py -> <prefix>/lib
+        installed = here.parents[4] / "lib" / "libkascade_c.so"
+        if installed.exists():
+            candidates.append(str(installed))
+    candidates.append("libkascade_c.so")
+    errors = []
+    for path in candidates:
+        try:
+            lib = ctypes.CDLL(path)
+            break
+        except OSError as e:
+            errors.append(f"{path}: {e}")
+    else:
+        raise Error(3, "cannot load libkascade_c (set KASCADE_LIBRARY to its path): " + "; ".join(errors))
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        function = getattr(lib, name)
+        function.restype, function.argtypes = restype, argtypes
+    if lib.kascade_c_api_version() != _API_VERSION:
+        raise Error(4, f"libkascade_c speaks C API version {lib.kascade_c_api_version()}, this module {_API_VERSION}")
+    _lib = lib
+    return lib
+
+
+def has_cuda():
+    """Whether the library has the CUDA backend compiled in (a GPU may still be missing)."""
+    return library().kascade_has_cuda() == 1
+
+
+def _check(code):
+    if code != 0:
+        raise Error(code, library().kascade_last_error().decode("utf-8", "replace"))
+
+
+def _int32_array(values):
+    values = [int(v) for v in values]
+    return (ctypes.c_int32 * len(values))(*values)
+
+
+def _pointer_of(array):
+    """The data pointer of a numpy array or a torch tensor (which must be contiguous)."""
+    if array is None:
+        return None
+    if hasattr(array, "data_ptr"):  # torch
+        if not array.is_contiguous():
+            raise Error(1, "a tensor passed to kascade must be contiguous")
+        return array.data_ptr()
+    interface = getattr(array, "__array_interface__", None)
+    if interface is None:
+        raise Error(1, f"expected a numpy array or a torch tensor, got {type(array).__name__}")
+    if not array.flags["C_CONTIGUOUS"]:
+        raise Error(1, "an array passed to kascade must be C-contiguous")
+    return interface["data"][0]
+
+
+def _dtype_of(array):
+    name = str(array.dtype).replace("torch.", "")
+    codes = {"float32": 0, "float16": 1, "bfloat16": 2}
+    if name not in codes:
+        raise Error(1, f"dtype {name} is not one of float32, float16, bfloat16")
+    return codes[name]
+
+
+def _check_int32(array, what):
+    if str(array.dtype).replace("torch.", "") != "int32":
+        raise Error(1, f"{what} must be int32, got {array.dtype}")
+
+
+class Backend:
+    """An attention backend: host memory (cpu) or one CUDA device (cuda)."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    @classmethod
+    def cpu(cls):
+        handle = ctypes.c_void_p()
+        _check(library().kascade_backend_cpu(ctypes.byref(handle)))
+        return cls(handle)
+
+    @classmethod
+    def cuda(cls, max_batch, max_seq_len, device=0, stream=None):
+        """stream: a cudaStream_t as an int (torch.cuda.current_stream().cuda_stream) or None (default stream)."""
+        handle = ctypes.c_void_p()
+        _check(library().kascade_backend_cuda(device, stream, max_batch, max_seq_len, ctypes.byref(handle)))
+        return cls(handle)
+
+    def __del__(self):
+        if getattr(self, "_handle", None) and _lib is not None:
+            _lib.kascade_backend_destroy(self._handle)
+            self._handle = None
+
+
+class Policy:
+    """An attention policy (kascade/policy.h) over a backend."""
+
+    def __init__(self, backend, name, num_layers, num_heads, num_kv_heads, head_dim, topk_fraction=0.10,
+                 k_min=128, tile_size=32, rolling=True, anchors=None, head_map=None):
+        lib = library()
+        config = _PolicyConfig()
+        lib.kascade_policy_config_init(ctypes.byref(config))
+        config.name = name.encode()
+        config.num_layers, config.num_heads, config.num_kv_heads, config.head_dim = (
+            num_layers, num_heads, num_kv_heads, head_dim)
+        config.topk_fraction, config.k_min, config.tile_size, config.rolling = (
+            topk_fraction, k_min, tile_size, 1 if rolling else 0)
+        anchor_array = _int32_array(anchors or [])
+        config.anchors = ctypes.cast(anchor_array, ctypes.POINTER(ctypes.c_int32)) if anchors else None
+        config.num_anchors = len(anchors or [])
+        map_array = None
+        if head_map is not None:
+            flat = [int(x) for row in head_map for x in (row if hasattr(row, "__iter__") else [row])]
+            if len(flat) != num_layers * num_kv_heads:
+                raise Error(1, f"head_map has {len(flat)} entries; expected num_layers x num_kv_heads = "
+                               f"{num_layers * num_kv_heads}")
+            map_array = _int32_array(flat)
+            config.head_map = ctypes.cast(map_array, ctypes.POINTER(ctypes.c_int32))
+        handle = ctypes.c_void_p()
+        _check(lib.kascade_policy_create(backend._handle, ctypes.byref(config), ctypes.byref(handle)))
+        self._handle, self._backend = handle, backend  # the backend outlives the policy's handle
+        self.num_layers, self.num_heads, self.num_kv_heads, self.head_dim = (
+            num_layers, num_heads, num_kv_heads, head_dim)
+
+    def __del__(self):
+        if getattr(self, "_handle", None) and _lib is not None:
+            _lib.kascade_policy_destroy(self._handle)
+            self._handle = None
+
+    def begin_forward(self, mode, q_lens, kv_lens):
+        """Starts a forward call: mode PREFILL or DECODE; q_lens / kv_lens per sequence (host lists)."""
+        if len(q_lens) != len(kv_lens):
+            raise Error(1, f"q_lens has {len(q_lens)} entries and kv_lens {len(kv_lens)}")
+        _check(library().kascade_policy_begin_forward(self._handle, mode, len(q_lens), _int32_array(q_lens),
+                                                      _int32_array(kv_lens)))
+
+    def attention(self, layer, q, k, v, block_table, kv_lens, cu_q_lens, out, lse=None, scale=None):
+        """Attention of one layer of the current call, written into `out` (and `lse` when given)."""
+        for array, what in ((block_table, "block_table"), (kv_lens, "kv_lens"), (cu_q_lens, "cu_q_lens")):
+            _check_int32(array, what)
+        if len(q.shape) != 3 or len(k.shape) != 4 or tuple(v.shape) != tuple(k.shape) or len(block_table.shape) != 2:
+            raise Error(1, f"shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, block_table "
+                           f"{tuple(block_table.shape)}; expected [total_q, H, d], [pages, page_size, G, d] twice, "
+                           "[batch, max_pages]")
+        if tuple(out.shape) != tuple(q.shape) or _dtype_of(out) != _dtype_of(q):
+            raise Error(1, f"out must have q's shape {tuple(q.shape)} and dtype {q.dtype}")
+        if lse is not None and (tuple(lse.shape) != tuple(q.shape[:2]) or _dtype_of(lse) != 0):
+            raise Error(1, f"lse must be float32 of shape {tuple(q.shape[:2])}")
+        query = _Query(_pointer_of(q), _dtype_of(q), block_table.shape[0], q.shape[0], q.shape[1], q.shape[2],
+                       _pointer_of(cu_q_lens))
+        cache = _PagedKv(_pointer_of(k), _pointer_of(v), _dtype_of(k), k.shape[0], k.shape[1], k.shape[2], k.shape[3],
+                         _pointer_of(block_table), block_table.shape[1], _pointer_of(kv_lens))
+        if scale is None:
+            scale = 1.0 / float(q.shape[2]) ** 0.5
+        _check(library().kascade_policy_attention(self._handle, layer, ctypes.byref(query), ctypes.byref(cache),
+                                                  scale, _pointer_of(out), _pointer_of(lse)))
+
+    def role(self, layer, mode=DECODE):
+        """The layer's role in `mode`: one of ROLES."""
+        value = ctypes.c_int32()
+        _check(library().kascade_policy_layer_role(self._handle, layer, mode, ctypes.byref(value)))
+        return ROLES[value.value]
+
+    def keys_attended(self, mode=DECODE, layer=-1):
+        """(attended, causal) counts of (query, head, key) triples since the policy was made; layer -1: all."""
+        attended, causal = ctypes.c_int64(), ctypes.c_int64()
+        _check(library().kascade_policy_keys_attended(self._handle, mode, layer, ctypes.byref(attended),
+                                                      ctypes.byref(causal)))
+        return attended.value, causal.value

@@ -1,0 +1,206 @@
+// src/capi/c_api.cpp — the C interface of include/kascade/c_api.h over the C++ backends
+// (kascade/backends.h) and policies (kascade/policy.h): handles own a shared_ptr to the backend and
+// the policy; every entry point checks its pointers, converts the C views to the C++ ones, turns a
+// Status into its code plus a thread-local message, and catches every exception (a C caller — or
+// Python's ctypes — must never see one). Built as the shared library libkascade_c.
+// Tested by tests/python/test_c_api.py (through python/kascade: dense against numpy, Kascade on planted
+// needles, every refusal), tests/python/test_c_api_cuda.py (the CUDA backend on torch tensors) and
+// tests/scripts/test_install.sh (examples/c_decode.c from C).
+#include "kascade/c_api.h"
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kascade/backends.h"
+#include "kascade/policy.h"
+#include "kascade/runtime.h"
+#include "policy/policy_program.h"
+
+struct kascade_backend {
+  std::shared_ptr<kascade::AttentionBackend> backend;
+};
+struct kascade_policy {
+  std::unique_ptr<kascade::AttentionPolicy> policy;
+};
+
+namespace {
+
+using kascade::Status;
+
+thread_local std::string last_error;
+
+int32_t report(const Status& status) {
+  last_error = status.ok() ? std::string() : status.to_string();
+  return static_cast<int32_t>(status.code());
+}
+
+// Runs `body` (returning a Status), reporting its result; an exception becomes KASCADE_INTERNAL.
+template <typename Body>
+int32_t guarded(const char* function, Body&& body) {
+  try {
+    Status status = body();
+    if (!status.ok()) status.with_context(function);
+    return report(status);
+  } catch (const std::exception& e) {
+    return report(kascade::internal_error(function, ": ", e.what()));
+  } catch (...) {
+    return report(kascade::internal_error(function, ": an unknown exception"));
+  }
+}
+
+kascade::Result<kascade::DType> dtype_of(int32_t dtype, const char* what) {
+  if (dtype < KASCADE_F32 || dtype > KASCADE_BF16)
+    return kascade::invalid_argument(what, " dtype is ", dtype, "; expected 0 (f32), 1 (f16) or 2 (bf16)");
+  return static_cast<kascade::DType>(dtype);
+}
+
+kascade::Result<kascade::ForwardMode> mode_of(int32_t mode) {
+  if (mode != KASCADE_PREFILL && mode != KASCADE_DECODE)
+    return kascade::invalid_argument("mode is ", mode, "; expected 0 (prefill) or 1 (decode)");
+  return static_cast<kascade::ForwardMode>(mode);
+}
+
+kascade::Result<kascade::PolicyConfig> policy_config_of(const kascade_policy_config& c) {
+  KC_CHECK_ARG(c.name != nullptr, "config.name is NULL");
+  kascade::PolicyConfig config;
+  config.name = c.name;
+  config.num_layers = c.num_layers;
+  config.num_heads = c.num_heads;
+  config.num_kv_heads = c.num_kv_heads;
+  config.head_dim = c.head_dim;
+  KC_ASSIGN_OR_RETURN(config.budget.rho_ppm, kascade::fraction_to_ppm(c.topk_fraction));
+  config.budget.k_min = c.k_min;
+  config.tile_size = c.tile_size;
+  config.rolling = c.rolling != 0;
+  KC_CHECK_ARG(c.num_anchors >= 0, "config.num_anchors is ", c.num_anchors);
+  KC_CHECK_ARG(c.num_anchors == 0 || c.anchors != nullptr, "config.anchors is NULL with num_anchors ", c.num_anchors);
+  const bool uses_schedule = kascade::policy::policy_uses_schedule(config.name);
+  if (!uses_schedule) {
+    KC_CHECK_ARG(c.num_anchors == 0 && c.head_map == nullptr, "policy '", config.name,
+                 "' uses no anchors: leave config.anchors and config.head_map empty");
+  } else {
+    KC_CHECK_ARG(c.num_anchors > 0, "policy '", config.name, "' needs anchor layers (config.anchors)");
+    KC_CHECK_ARG(c.num_layers >= 1 && c.num_kv_heads >= 1, "config.num_layers ", c.num_layers,
+                 " and config.num_kv_heads ", c.num_kv_heads, " must be positive");
+    const std::vector<int32_t> anchors(c.anchors, c.anchors + c.num_anchors);
+    if (c.head_map == nullptr) {
+      KC_ASSIGN_OR_RETURN(config.schedule, kascade::identity_schedule(anchors, c.num_layers, c.num_kv_heads));
+    } else {
+      config.schedule.anchors = anchors;
+      config.schedule.head_map.assign(c.head_map, c.head_map + static_cast<size_t>(c.num_layers) * c.num_kv_heads);
+    }
+  }
+  KC_RETURN_IF_ERROR(kascade::validate_policy_config(config));
+  return config;
+}
+
+}  // namespace
+
+extern "C" {
+
+int32_t kascade_c_api_version(void) { return KASCADE_C_API_VERSION; }
+int32_t kascade_has_cuda(void) { return kascade::cuda_runtime_built() ? 1 : 0; }
+const char* kascade_last_error(void) { return last_error.c_str(); }
+
+int32_t kascade_backend_cpu(kascade_backend** out) {
+  return guarded("kascade_backend_cpu", [&]() -> Status {
+    KC_CHECK_ARG(out != nullptr, "out is NULL");
+    *out = new kascade_backend{kascade::make_cpu_backend()};
+    return kascade::ok_status();
+  });
+}
+
+int32_t kascade_backend_cuda(int32_t device, void* stream, int32_t max_batch, int32_t max_seq_len,
+                             kascade_backend** out) {
+  return guarded("kascade_backend_cuda", [&]() -> Status {
+    KC_CHECK_ARG(out != nullptr, "out is NULL");
+    kascade::CudaBackendOptions options;
+    options.device = device;
+    options.stream = stream;
+    options.max_batch = max_batch;
+    options.max_seq_len = max_seq_len;
+    KC_ASSIGN_OR_RETURN(std::shared_ptr<kascade::AttentionBackend> backend, kascade::make_cuda_backend(options));
+    *out = new kascade_backend{std::move(backend)};
+    return kascade::ok_status();
+  });
+}
+
+void kascade_backend_destroy(kascade_backend* backend) { delete backend; }
+
+void kascade_policy_config_init(kascade_policy_config* config) {
+  if (config == nullptr) return;
+  *config = kascade_policy_config{};
+  const kascade::PolicyConfig defaults;
+  config->name = "dense";
+  config->topk_fraction = static_cast<double>(defaults.budget.rho_ppm) / 1e6;
+  config->k_min = defaults.budget.k_min;
+  config->tile_size = defaults.tile_size;
+  config->rolling = defaults.rolling ? 1 : 0;
+}
+
+int32_t kascade_policy_create(kascade_backend* backend, const kascade_policy_config* config, kascade_policy** out) {
+  return guarded("kascade_policy_create", [&]() -> Status {
+    KC_CHECK_ARG(backend != nullptr && config != nullptr && out != nullptr, "backend, config or out is NULL");
+    KC_ASSIGN_OR_RETURN(kascade::PolicyConfig policy_config, policy_config_of(*config));
+    KC_ASSIGN_OR_RETURN(std::unique_ptr<kascade::AttentionPolicy> policy,
+                        kascade::make_policy(policy_config, backend->backend));
+    *out = new kascade_policy{std::move(policy)};
+    return kascade::ok_status();
+  });
+}
+
+void kascade_policy_destroy(kascade_policy* policy) { delete policy; }
+
+int32_t kascade_policy_begin_forward(kascade_policy* policy, int32_t mode, int32_t batch, const int32_t* q_lens,
+                                     const int32_t* kv_lens) {
+  return guarded("kascade_policy_begin_forward", [&]() -> Status {
+    KC_CHECK_ARG(policy != nullptr && q_lens != nullptr && kv_lens != nullptr, "policy, q_lens or kv_lens is NULL");
+    KC_ASSIGN_OR_RETURN(const kascade::ForwardMode forward_mode, mode_of(mode));
+    return policy->policy->begin_forward({forward_mode, batch, q_lens, kv_lens});
+  });
+}
+
+int32_t kascade_policy_attention(kascade_policy* policy, int32_t layer, const kascade_query* q,
+                                 const kascade_paged_kv* kv, float scale, void* o, float* lse) {
+  return guarded("kascade_policy_attention", [&]() -> Status {
+    KC_CHECK_ARG(policy != nullptr && q != nullptr && kv != nullptr && o != nullptr, "policy, q, kv or o is NULL");
+    KC_ASSIGN_OR_RETURN(const kascade::DType q_dtype, dtype_of(q->dtype, "q"));
+    KC_ASSIGN_OR_RETURN(const kascade::DType kv_dtype, dtype_of(kv->dtype, "kv"));
+    const kascade::QueryBatch query{q->q, q_dtype, q->batch, q->total_q, q->num_heads, q->head_dim, q->cu_q_lens};
+    const kascade::PagedKv cache{kv->k,         kv->v,          kv_dtype,          kv->num_pages,
+                                 kv->page_size, kv->num_kv_heads, kv->head_dim,    kv->block_table,
+                                 kv->max_pages_per_seq, kv->kv_lens};
+    const kascade::AttentionOutput output{o, q_dtype, lse};
+    return policy->policy->attention(layer, query, cache, {scale}, output);
+  });
+}
+
+int32_t kascade_policy_layer_role(const kascade_policy* policy, int32_t layer, int32_t mode, int32_t* role) {
+  return guarded("kascade_policy_layer_role", [&]() -> Status {
+    KC_CHECK_ARG(policy != nullptr && role != nullptr, "policy or role is NULL");
+    KC_ASSIGN_OR_RETURN(const kascade::ForwardMode forward_mode, mode_of(mode));
+    KC_ASSIGN_OR_RETURN(const kascade::LayerRole layer_role, policy->policy->role(layer, forward_mode));
+    *role = static_cast<int32_t>(layer_role);
+    return kascade::ok_status();
+  });
+}
+
+int32_t kascade_policy_keys_attended(const kascade_policy* policy, int32_t mode, int32_t layer, int64_t* attended,
+                                     int64_t* causal) {
+  return guarded("kascade_policy_keys_attended", [&]() -> Status {
+    KC_CHECK_ARG(policy != nullptr && attended != nullptr && causal != nullptr, "policy, attended or causal is NULL");
+    KC_ASSIGN_OR_RETURN(const kascade::ForwardMode forward_mode, mode_of(mode));
+    const int32_t layers = policy->policy->config().num_layers;
+    KC_CHECK_ARG(layer >= -1 && layer < layers, "layer is ", layer, "; expected -1 (all) or 0..", layers - 1);
+    const kascade::AttendedStatistics& statistics = policy->policy->statistics();
+    const kascade::AttendedCount count =
+        layer < 0 ? statistics.total(forward_mode) : statistics.layer(forward_mode, layer);
+    *attended = count.attended;
+    *causal = count.causal;
+    return kascade::ok_status();
+  });
+}
+
+}  // extern "C"

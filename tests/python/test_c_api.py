@@ -1,0 +1,190 @@
+"""tests/python/test_c_api.py — the C interface (include/kascade/c_api.h) through the Python binding
+(python/kascade) on the CPU backend, against an independent numpy reference:
+  - dense decode and dense chunked prefill over a shuffled paged cache equal numpy's float64 softmax
+    attention (o and lse), for f32 and f16 caches;
+  - Kascade on planted needles: layer roles, ~10 % of the keys read by anchors and reuse layers, every
+    output within 2 % of dense; a head map is honoured (a reuse layer mapped to the other KV head reads
+    that head's needles and misses its own);
+  - refusals raise kascade.Error naming the problem (unknown policy, missing anchors, a bad head map, a
+    call before begin_forward, int64 lengths, and the CUDA backend without CUDA or without a GPU).
+Run: KASCADE_LIBRARY=BUILD/src/libkascade_c.so PYTHONPATH=python python3 tests/python/test_c_api.py
+"""
+
+import unittest
+
+import numpy as np
+
+import kascade
+
+H, G, D, PAGE = 8, 2, 32, 16
+
+
+def paged_cache(rng, kv_lens, dtype, layers=1):
+    """K and V per layer [pages, PAGE, G, D], a shuffled block table [batch, max_pages] and the lengths."""
+    max_pages = max((n + PAGE - 1) // PAGE for n in kv_lens)
+    num_pages = len(kv_lens) * max_pages
+    block_table = rng.permutation(num_pages).astype(np.int32).reshape(len(kv_lens), max_pages)
+    k = [rng.standard_normal((num_pages, PAGE, G, D)).astype(dtype) for _ in range(layers)]
+    v = [rng.standard_normal((num_pages, PAGE, G, D)).astype(dtype) for _ in range(layers)]
+    return k, v, block_table, np.array(kv_lens, dtype=np.int32)
+
+
+def gather(cache, block_table, b, n):
+    """Rows 0..n-1 of sequence b: [n, G, D] float64."""
+    j = np.arange(n)
+    return cache[block_table[b, j // PAGE], j % PAGE].astype(np.float64)
+
+
+def reference_attention(q, k, v, block_table, kv_lens, q_lens):
+    """Causal softmax attention in float64: o [total_q, H, D], lse [total_q, H]."""
+    scale = 1.0 / np.sqrt(D)
+    o, lse, row = np.zeros(q.shape), np.zeros(q.shape[:2]), 0
+    for b, (n, m) in enumerate(zip(kv_lens, q_lens)):
+        keys, values = gather(k, block_table, b, n), gather(v, block_table, b, n)
+        for i in range(m):
+            position = n - m + i
+            for h in range(H):
+                s = keys[: position + 1, h // (H // G)] @ q[row, h].astype(np.float64) * scale
+                top = s.max()
+                weights = np.exp(s - top)
+                o[row, h] = weights @ values[: position + 1, h // (H // G)] / weights.sum()
+                lse[row, h] = top + np.log(weights.sum())
+            row += 1
+    return o, lse
+
+
+def run_layers(policy, mode, q_lens, kv_lens, qs, ks, vs, block_table):
+    """One forward call of every layer: outputs [layers][total_q, H, D] and lse."""
+    policy.begin_forward(mode, q_lens, kv_lens)
+    cu = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
+    lens = np.array(kv_lens, dtype=np.int32)
+    outs, lses = [], []
+    for layer, (q, k, v) in enumerate(zip(qs, ks, vs)):
+        out, lse = np.full_like(q, np.nan), np.full(q.shape[:2], np.nan, dtype=np.float32)
+        policy.attention(layer, q, k, v, block_table, lens, cu, out, lse)
+        outs.append(out)
+        lses.append(lse)
+    return outs, lses
+
+
+class DenseAgainstNumpy(unittest.TestCase):
+    def check(self, dtype, mode, q_lens, kv_lens, tolerance):
+        rng = np.random.default_rng(7)
+        k, v, block_table, lens = paged_cache(rng, kv_lens, dtype)
+        q = rng.standard_normal((sum(q_lens), H, D)).astype(dtype)
+        policy = kascade.Policy(kascade.Backend.cpu(), "dense", num_layers=1, num_heads=H, num_kv_heads=G, head_dim=D)
+        (out,), (lse,) = run_layers(policy, mode, q_lens, kv_lens, [q], k, v, block_table)
+        o_ref, lse_ref = reference_attention(q, k[0], v[0], block_table, lens, q_lens)
+        np.testing.assert_allclose(out.astype(np.float64), o_ref, atol=tolerance, rtol=tolerance)
+        np.testing.assert_allclose(lse, lse_ref, atol=1e-4, rtol=1e-4)
+        attended, causal = policy.keys_attended(mode)
+        self.assertEqual(attended, causal)  # dense reads every causal key
+
+    def test_decode_f32(self):
+        self.check(np.float32, kascade.DECODE, [1, 1, 1], [37, 300, 16], 1e-5)
+
+    def test_decode_f16(self):
+        self.check(np.float16, kascade.DECODE, [1, 1], [129, 64], 2e-3)
+
+    def test_chunked_prefill_f32(self):
+        self.check(np.float32, kascade.PREFILL, [5, 40], [70, 40], 1e-5)
+
+
+class KascadeOnPlantedNeedles(unittest.TestCase):
+    LAYERS, NEEDLES, KV_LENS = 4, 6, [700, 1500]
+
+    def setUp(self):
+        rng = np.random.default_rng(11)
+        self.ks, self.vs, self.block_table, _ = paged_cache(rng, self.KV_LENS, np.float32, self.LAYERS)
+        directions = rng.standard_normal((len(self.KV_LENS), G, D))
+        directions /= np.linalg.norm(directions, axis=-1, keepdims=True)
+        # Each (sequence, KV head) hides its own needles, which its queries point at in every layer.
+        self.needles = [[sorted(rng.choice(n - 1, self.NEEDLES, replace=False)) for _ in range(G)] for n in self.KV_LENS]
+        for b, n in enumerate(self.KV_LENS):
+            for g in range(G):
+                for j in self.needles[b][g]:
+                    for k in self.ks:
+                        k[self.block_table[b, j // PAGE], j % PAGE, g] = 12.0 * directions[b, g]
+        self.qs = []
+        for _ in range(self.LAYERS):
+            q = 0.5 * rng.standard_normal((len(self.KV_LENS), H, D))
+            for b in range(len(self.KV_LENS)):
+                for h in range(H):
+                    q[b, h] += 8.0 * directions[b, h // (H // G)]
+            self.qs.append(q.astype(np.float32))
+
+    def decode(self, name, **options):
+        policy = kascade.Policy(kascade.Backend.cpu(), name, num_layers=self.LAYERS, num_heads=H, num_kv_heads=G,
+                                head_dim=D, k_min=16, **options)
+        outs, _ = run_layers(policy, kascade.DECODE, [1] * len(self.KV_LENS), self.KV_LENS, self.qs, self.ks,
+                             self.vs, self.block_table)
+        return policy, outs
+
+    def test_matches_dense_reading_a_tenth_of_the_keys(self):
+        _, dense = self.decode("dense")
+        policy, sparse = self.decode("kascade", anchors=[0, 2])
+        self.assertEqual([policy.role(layer) for layer in range(self.LAYERS)],
+                         ["dense-anchor", "reuse", "anchor", "reuse"])
+        for layer in range(self.LAYERS):
+            attended, causal = policy.keys_attended(kascade.DECODE, layer)
+            expected = 1.0 if layer == 0 else 0.1
+            self.assertAlmostEqual(attended / causal, expected, delta=0.01, msg=f"layer {layer}")
+            difference = np.abs(sparse[layer] - dense[layer]).max() / np.abs(dense[layer]).max()
+            self.assertLess(difference, 0.02, msg=f"layer {layer}")
+
+    def test_head_map_is_honoured(self):
+        _, dense = self.decode("dense")
+        swapped = [[0, 1], [1, 0], [0, 1], [0, 1]]  # layer 1's KV heads read each other's anchor rows
+        _, sparse = self.decode("kascade", anchors=[0, 2], head_map=swapped)
+        difference = np.abs(sparse[1] - dense[1]).max() / np.abs(dense[1]).max()
+        self.assertGreater(difference, 0.2)  # the rows of the other head hold none of this head's needles
+        for layer in (2, 3):  # the anchor at 2 reselects; layer 3 maps identically
+            self.assertLess(np.abs(sparse[layer] - dense[layer]).max() / np.abs(dense[layer]).max(), 0.02)
+
+
+class Refusals(unittest.TestCase):
+    def assert_refused(self, code, fragment, call):
+        with self.assertRaises(kascade.Error) as caught:
+            call()
+        self.assertEqual(caught.exception.code, code, str(caught.exception))
+        self.assertIn(fragment, str(caught.exception))
+
+    def policy(self, name="dense", **options):
+        return kascade.Policy(kascade.Backend.cpu(), name, num_layers=2, num_heads=H, num_kv_heads=G, head_dim=D,
+                              **options)
+
+    def test_bad_configurations(self):
+        self.assert_refused(1, "nonsense", lambda: self.policy("nonsense"))
+        self.assert_refused(1, "needs anchor layers", lambda: self.policy("kascade"))
+        self.assert_refused(1, "uses no anchors", lambda: self.policy("dense", anchors=[0]))
+        self.assert_refused(1, "head map [layer 1][kv head 0] is 5",
+                            lambda: self.policy("kascade", anchors=[0], head_map=[[0, 1], [5, 0]]))
+        self.assert_refused(1, "head_map has 3 entries", lambda: self.policy("kascade", anchors=[0], head_map=[0, 1, 0]))
+
+    def test_bad_calls(self):
+        rng = np.random.default_rng(3)
+        k, v, block_table, lens = paged_cache(rng, [20], np.float32)
+        q = rng.standard_normal((1, H, D)).astype(np.float32)
+        out = np.zeros_like(q)
+        cu = np.array([0, 1], dtype=np.int32)
+        policy = self.policy()
+        self.assert_refused(1, "begin_forward", lambda: policy.attention(0, q, k[0], v[0], block_table, lens, cu, out))
+        policy.begin_forward(kascade.DECODE, [1], [20])
+        self.assert_refused(1, "kv_lens must be int32",
+                            lambda: policy.attention(0, q, k[0], v[0], block_table, lens.astype(np.int64), cu, out))
+        self.assert_refused(1, "layer", lambda: policy.attention(7, q, k[0], v[0], block_table, lens, cu, out))
+        self.assert_refused(1, "mode", lambda: policy.begin_forward(5, [1], [20]))
+
+    def test_cuda_backend_without_cuda_or_gpu(self):
+        try:
+            backend = kascade.Backend.cuda(max_batch=1, max_seq_len=64)
+        except kascade.Error as e:
+            self.assertEqual(e.code, 4, str(e))  # unsupported: no CUDA build, or no device
+            self.assertRegex(str(e), "no CUDA (backend|device)")
+            return
+        self.assertTrue(kascade.has_cuda())  # a GPU is present: the backend was made
+        del backend
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
