@@ -73,6 +73,9 @@ typedef struct {
   int32_t num_anchors;      /* (0) */
   const int32_t* head_map;  /* kascade variants: [num_layers, num_kv_heads] row-major, the anchor KV head
                                each layer's KV head reads (a calibration file's head_map); NULL: identity */
+  const char* calibration_file;    /* kascade variants, instead of anchors / head_map: a file made by
+                                      `kascade calibrate` (or --import-npy) for this shape (NULL) */
+  int32_t calibration_num_anchors; /* its anchor set with this many anchors; 0: the file's default (0) */
 } kascade_policy_config;
 
 /* kascade::QueryBatch and kascade::PagedKv (kascade/attention.h). */

@@ -14,7 +14,7 @@ copied: the library reads and writes the arrays in place, with the layouts of in
     import kascade
     backend = kascade.Backend.cpu()        # or kascade.Backend.cuda(max_batch=8, max_seq_len=131072, stream=...)
     policy = kascade.Policy(backend, "kascade", num_layers=32, num_heads=32, num_kv_heads=8, head_dim=128,
-                            anchors=[0, 2, 8, 13, 14], head_map=calibration_head_map)  # head_map optional
+                            calibration="kascade_calibration.json")   # or anchors=[0, 2, 8, 13, 14], head_map=...
     policy.begin_forward(kascade.DECODE, q_lens=[1, 1], kv_lens=[700, 1500])
     for layer in range(32):
         policy.attention(layer, q, k[layer], v[layer], block_table, kv_lens, cu_q_lens, out)
@@ -51,7 +51,8 @@ class _PolicyConfig(ctypes.Structure):
                 ("num_kv_heads", ctypes.c_int32), ("head_dim", ctypes.c_int32), ("topk_fraction", ctypes.c_double),
                 ("k_min", ctypes.c_int64), ("tile_size", ctypes.c_int32), ("rolling", ctypes.c_int32),
                 ("anchors", ctypes.POINTER(ctypes.c_int32)), ("num_anchors", ctypes.c_int32),
-                ("head_map", ctypes.POINTER(ctypes.c_int32))]
+                ("head_map", ctypes.POINTER(ctypes.c_int32)), ("calibration_file", ctypes.c_char_p),
+                ("calibration_num_anchors", ctypes.c_int32)]
 
 
 class _Query(ctypes.Structure):
@@ -194,7 +195,10 @@ class Policy:
     """An attention policy (kascade/policy.h) over a backend."""
 
     def __init__(self, backend, name, num_layers, num_heads, num_kv_heads, head_dim, topk_fraction=0.10,
-                 k_min=128, tile_size=32, rolling=True, anchors=None, head_map=None):
+                 k_min=128, tile_size=32, rolling=True, anchors=None, head_map=None, calibration=None,
+                 calibration_num_anchors=0):
+        """anchors / head_map, or calibration: a file made by `kascade calibrate` for this shape (its anchor set
+        with calibration_num_anchors anchors, 0 = the file's default), for the kascade variants."""
         lib = library()
         config = _PolicyConfig()
         lib.kascade_policy_config_init(ctypes.byref(config))
@@ -214,6 +218,9 @@ class Policy:
                                f"{num_layers * num_kv_heads}")
             map_array = _int32_array(flat)
             config.head_map = ctypes.cast(map_array, ctypes.POINTER(ctypes.c_int32))
+        if calibration is not None:
+            config.calibration_file = os.fspath(calibration).encode()
+            config.calibration_num_anchors = calibration_num_anchors
         handle = ctypes.c_void_p()
         _check(lib.kascade_policy_create(backend._handle, ctypes.byref(config), ctypes.byref(handle)))
         self._handle, self._backend = handle, backend  # the backend outlives the policy's handle

@@ -18,32 +18,39 @@ std::string join(const std::vector<int32_t>& values) {
 }
 
 Result<Schedule> schedule_from_file(const ModelConfig& model, const AttentionOptions& options, std::string* note) {
-  auto file = calib::read_calibration_file(options.calibration_file);
+  return schedule_from_calibration(options.calibration_file, options.num_anchors,
+                                   {model.num_hidden_layers, model.num_attention_heads, model.num_key_value_heads,
+                                    model.head_dim},
+                                   note);
+}
+
+}  // namespace
+
+Result<Schedule> schedule_from_calibration(const std::string& path, int32_t num_anchors, const ScheduleShape& shape,
+                                           std::string* note) {
+  auto file = calib::read_calibration_file(path);
   if (!file.ok()) {
     Status s = file.status();
-    return s.with_context("calibration file " + options.calibration_file);
+    return s.with_context("calibration file " + path);
   }
   const calib::ModelIdentity& id = file->model;
-  if (id.num_layers != model.num_hidden_layers || id.num_kv_heads != model.num_key_value_heads ||
-      id.num_heads != model.num_attention_heads || id.head_dim != model.head_dim)
-    return invalid_argument("calibration file ", options.calibration_file, " describes a model with ", id.num_layers,
-                            " layers, ", id.num_heads, " heads, ", id.num_kv_heads, " KV heads of dim ", id.head_dim,
-                            " ('", id.name, "'); this model has ", model.num_hidden_layers, " layers, ",
-                            model.num_attention_heads, " heads, ", model.num_key_value_heads, " KV heads of dim ",
-                            model.head_dim);
-  const int32_t wanted = options.num_anchors > 0 ? options.num_anchors : file->default_num_anchors;
+  if (id.num_layers != shape.num_layers || id.num_kv_heads != shape.num_kv_heads || id.num_heads != shape.num_heads ||
+      id.head_dim != shape.head_dim)
+    return invalid_argument("calibration file ", path, " describes a model with ", id.num_layers, " layers, ",
+                            id.num_heads, " heads, ", id.num_kv_heads, " KV heads of dim ", id.head_dim, " ('", id.name,
+                            "'); this model has ", shape.num_layers, " layers, ", shape.num_heads, " heads, ",
+                            shape.num_kv_heads, " KV heads of dim ", shape.head_dim);
+  const int32_t wanted = num_anchors > 0 ? num_anchors : file->default_num_anchors;
   const calib::AnchorSet* set = file->find_anchor_set(wanted);
   if (set == nullptr) {
     std::vector<int32_t> available;
     for (const auto& s : file->anchor_sets) available.push_back(static_cast<int32_t>(s.anchors.size()));
-    return invalid_argument("calibration file ", options.calibration_file, " has no anchor set with ", wanted,
-                            " anchors; it has ", available.empty() ? std::string("none") : join(available));
+    return invalid_argument("calibration file ", path, " has no anchor set with ", wanted, " anchors; it has ",
+                            available.empty() ? std::string("none") : join(available));
   }
-  *note = "anchors " + join(set->anchors) + " from " + options.calibration_file;
+  if (note != nullptr) *note = "anchors " + join(set->anchors) + " from " + path;
   return Schedule{set->anchors, set->head_map};
 }
-
-}  // namespace
 
 Result<PolicySetup> build_policy_config(const ModelConfig& model, const AttentionOptions& options) {
   const auto& names = policy_names();

@@ -9,6 +9,7 @@
 // Tested by tests/unit/runtime/test_policy_setup.cpp.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "kascade/model_config.h"
@@ -23,5 +24,16 @@ struct PolicySetup {
 };
 
 Result<PolicySetup> build_policy_config(const ModelConfig& model, const AttentionOptions& options);
+
+// The attention shape a calibration file must describe.
+struct ScheduleShape {
+  int64_t num_layers = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+};
+// The schedule of the anchor set with `num_anchors` anchors (0: the file's default) of the calibration file
+// at `path`, refused (naming both shapes) when the file describes another shape, or (naming the counts it
+// has) when it has no such set; *note (may be null) says which anchors came from which file. Used by
+// build_policy_config and by the C interface (src/capi).
+Result<Schedule> schedule_from_calibration(const std::string& path, int32_t num_anchors, const ScheduleShape& shape,
+                                           std::string* note);
 
 }  // namespace kascade::runtime

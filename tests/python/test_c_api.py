@@ -5,12 +5,16 @@
   - Kascade on planted needles: layer roles, ~10 % of the keys read by anchors and reuse layers, every
     output within 2 % of dense; a head map is honoured (a reuse layer mapped to the other KV head reads
     that head's needles and misses its own);
+  - a calibration file (the bundled model's) gives the schedule of its default anchor set: the same roles and
+    outputs as passing that set's anchors and head map, read from the JSON by the test;
   - refusals raise kascade.Error naming the problem (unknown policy, missing anchors, a bad head map, a
     call before begin_forward, int64 lengths, and the CUDA backend without CUDA or without a GPU).
 Run: KASCADE_LIBRARY=BUILD/src/libkascade_c.so PYTHONPATH=python python3 tests/python/test_c_api.py
 """
 
+import json
 import unittest
+from pathlib import Path
 
 import numpy as np
 
@@ -19,14 +23,18 @@ import kascade
 H, G, D, PAGE = 8, 2, 32, 16
 
 
-def paged_cache(rng, kv_lens, dtype, layers=1):
-    """K and V per layer [pages, PAGE, G, D], a shuffled block table [batch, max_pages] and the lengths."""
+def paged_cache_of(rng, kv_lens, dtype, layers, kv_heads, dim):
+    """K and V per layer [pages, PAGE, kv_heads, dim], a shuffled block table [batch, max_pages] and the lengths."""
     max_pages = max((n + PAGE - 1) // PAGE for n in kv_lens)
     num_pages = len(kv_lens) * max_pages
     block_table = rng.permutation(num_pages).astype(np.int32).reshape(len(kv_lens), max_pages)
-    k = [rng.standard_normal((num_pages, PAGE, G, D)).astype(dtype) for _ in range(layers)]
-    v = [rng.standard_normal((num_pages, PAGE, G, D)).astype(dtype) for _ in range(layers)]
+    k = [rng.standard_normal((num_pages, PAGE, kv_heads, dim)).astype(dtype) for _ in range(layers)]
+    v = [rng.standard_normal((num_pages, PAGE, kv_heads, dim)).astype(dtype) for _ in range(layers)]
     return k, v, block_table, np.array(kv_lens, dtype=np.int32)
+
+
+def paged_cache(rng, kv_lens, dtype, layers=1):
+    return paged_cache_of(rng, kv_lens, dtype, layers, G, D)
 
 
 def gather(cache, block_table, b, n):
@@ -142,6 +150,40 @@ class KascadeOnPlantedNeedles(unittest.TestCase):
             self.assertLess(np.abs(sparse[layer] - dense[layer]).max() / np.abs(dense[layer]).max(), 0.02)
 
 
+class CalibrationFile(unittest.TestCase):
+    PATH = Path(__file__).resolve().parents[2] / "models" / "kascade-tiny" / "kascade_calibration.json"
+    LAYERS, HEADS, KV_HEADS, DIM = 12, 8, 2, 64  # kascade-tiny
+
+    def test_default_anchor_set_equals_its_explicit_schedule(self):
+        calibration = json.loads(self.PATH.read_text())
+        chosen = next(s for s in calibration["anchor_sets"] if s["num_anchors"] == calibration["default_num_anchors"])
+        shape = dict(num_layers=self.LAYERS, num_heads=self.HEADS, num_kv_heads=self.KV_HEADS, head_dim=self.DIM)
+        from_file = kascade.Policy(kascade.Backend.cpu(), "kascade", calibration=self.PATH, k_min=16, **shape)
+        explicit = kascade.Policy(kascade.Backend.cpu(), "kascade", anchors=chosen["anchors"],
+                                  head_map=chosen["head_map"]["values"], k_min=16, **shape)
+        roles = [from_file.role(layer) for layer in range(self.LAYERS)]
+        expected = ["dense-anchor" if layer == 0 else "anchor" if layer in chosen["anchors"] else "reuse"
+                    for layer in range(self.LAYERS)]
+        self.assertEqual(roles, expected)
+        rng = np.random.default_rng(5)
+        ks, vs, block_table, _ = paged_cache_of(rng, [300], np.float32, self.LAYERS, self.KV_HEADS, self.DIM)
+        qs = [rng.standard_normal((1, self.HEADS, self.DIM)).astype(np.float32) for _ in range(self.LAYERS)]
+        a, _ = run_layers(from_file, kascade.DECODE, [1], [300], qs, ks, vs, block_table)
+        b, _ = run_layers(explicit, kascade.DECODE, [1], [300], qs, ks, vs, block_table)
+        for layer in range(self.LAYERS):
+            np.testing.assert_array_equal(a[layer], b[layer])
+
+    def test_another_shape_or_a_missing_set_is_refused(self):
+        with self.assertRaises(kascade.Error) as caught:
+            kascade.Policy(kascade.Backend.cpu(), "kascade", num_layers=32, num_heads=32, num_kv_heads=8, head_dim=128,
+                           calibration=self.PATH)
+        self.assertIn("describes a model with 12 layers", str(caught.exception))
+        with self.assertRaises(kascade.Error) as caught:
+            kascade.Policy(kascade.Backend.cpu(), "kascade", num_layers=12, num_heads=8, num_kv_heads=2, head_dim=64,
+                           calibration=self.PATH, calibration_num_anchors=11)
+        self.assertIn("no anchor set with 11 anchors", str(caught.exception))
+
+
 class Refusals(unittest.TestCase):
     def assert_refused(self, code, fragment, call):
         with self.assertRaises(kascade.Error) as caught:
@@ -156,6 +198,8 @@ class Refusals(unittest.TestCase):
     def test_bad_configurations(self):
         self.assert_refused(1, "nonsense", lambda: self.policy("nonsense"))
         self.assert_refused(1, "needs anchor layers", lambda: self.policy("kascade"))
+        self.assert_refused(1, "not both", lambda: self.policy("kascade", anchors=[0], calibration="x.json"))
+        self.assert_refused(3, "x.json", lambda: self.policy("kascade", calibration="x.json"))
         self.assert_refused(1, "uses no anchors", lambda: self.policy("dense", anchors=[0]))
         self.assert_refused(1, "head map [layer 1][kv head 0] is 5",
                             lambda: self.policy("kascade", anchors=[0], head_map=[[0, 1], [5, 0]]))
