@@ -8,7 +8,7 @@ copied: the library reads and writes the arrays in place, with the layouts of in
 
     q            [total_q, num_heads, head_dim]            f32 / f16 / bf16 (bf16: torch only)
     k, v         [num_pages, page_size, num_kv_heads, head_dim]  same dtype
-    block_table  [batch, max_pages_per_seq] int32;   kv_lens [batch] int32;   cu_q_lens [batch + 1] int32
+    block_table  [>= batch, max_pages_per_seq] int32;   kv_lens [>= batch] int32;   cu_q_lens [batch + 1] int32
     out          like q;   lse  [total_q, num_heads] float32 or None
 
     import kascade
@@ -238,6 +238,7 @@ class Policy:
             raise Error(1, f"q_lens has {len(q_lens)} entries and kv_lens {len(kv_lens)}")
         _check(library().kascade_policy_begin_forward(self._handle, mode, len(q_lens), _int32_array(q_lens),
                                                       _int32_array(kv_lens)))
+        self._batch = len(q_lens)
 
     def attention(self, layer, q, k, v, block_table, kv_lens, cu_q_lens, out, lse=None, scale=None):
         """Attention of one layer of the current call, written into `out` (and `lse` when given)."""
@@ -251,7 +252,8 @@ class Policy:
             raise Error(1, f"out must have q's shape {tuple(q.shape)} and dtype {q.dtype}")
         if lse is not None and (tuple(lse.shape) != tuple(q.shape[:2]) or _dtype_of(lse) != 0):
             raise Error(1, f"lse must be float32 of shape {tuple(q.shape[:2])}")
-        query = _Query(_pointer_of(q), _dtype_of(q), block_table.shape[0], q.shape[0], q.shape[1], q.shape[2],
+        # The call's batch is begin_forward's; block_table and kv_lens may have more (unused) rows.
+        query = _Query(_pointer_of(q), _dtype_of(q), getattr(self, "_batch", 0), q.shape[0], q.shape[1], q.shape[2],
                        _pointer_of(cu_q_lens))
         cache = _PagedKv(_pointer_of(k), _pointer_of(v), _dtype_of(k), k.shape[0], k.shape[1], k.shape[2], k.shape[3],
                          _pointer_of(block_table), block_table.shape[1], _pointer_of(kv_lens))

@@ -1,7 +1,7 @@
 """tests/python/test_c_api.py — the C interface (include/kascade/c_api.h) through the Python binding
 (python/kascade) on the CPU backend, against an independent numpy reference:
   - dense decode and dense chunked prefill over a shuffled paged cache equal numpy's float64 softmax
-    attention (o and lse), for f32 and f16 caches;
+    attention (o and lse), for f32 and f16 caches, also with block tables / lengths holding spare rows;
   - Kascade on planted needles: layer roles, ~10 % of the keys read by anchors and reuse layers, every
     output within 2 % of dense; a head map is honoured (a reuse layer mapped to the other KV head reads
     that head's needles and misses its own);
@@ -93,6 +93,20 @@ class DenseAgainstNumpy(unittest.TestCase):
 
     def test_decode_f16(self):
         self.check(np.float16, kascade.DECODE, [1, 1], [129, 64], 2e-3)
+
+    def test_preallocated_tables_with_spare_rows(self):
+        # Engines keep block tables and lengths for their largest batch; only begin_forward's batch is read.
+        rng = np.random.default_rng(9)
+        k, v, block_table, lens = paged_cache(rng, [50, 90], np.float32)
+        q = rng.standard_normal((2, H, D)).astype(np.float32)
+        spare_table = np.vstack([block_table, np.full((3, block_table.shape[1]), -1, np.int32)])
+        spare_lens = np.concatenate([lens, np.array([7, 7, 7], np.int32)])
+        policy = kascade.Policy(kascade.Backend.cpu(), "dense", num_layers=1, num_heads=H, num_kv_heads=G, head_dim=D)
+        policy.begin_forward(kascade.DECODE, [1, 1], [50, 90])
+        out = np.zeros_like(q)
+        policy.attention(0, q, k[0], v[0], spare_table, spare_lens, np.array([0, 1, 2], np.int32), out)
+        o_ref, _ = reference_attention(q, k[0], v[0], block_table, lens, [1, 1])
+        np.testing.assert_allclose(out, o_ref, atol=1e-5, rtol=1e-5)
 
     def test_chunked_prefill_f32(self):
         self.check(np.float32, kascade.PREFILL, [5, 40], [70, 40], 1e-5)
