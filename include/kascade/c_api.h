@@ -115,6 +115,26 @@ KASCADE_C_EXPORT int32_t kascade_backend_cuda(int32_t device, void* stream, int3
                                               kascade_backend** out);
 KASCADE_C_EXPORT void kascade_backend_destroy(kascade_backend* backend);
 
+/* CUDA graphs of decode steps (the CUDA backend; the CPU backend refuses with KASCADE_UNSUPPORTED). The
+ * policy's host work (plans, statistics) runs every step; the kernels are replayed. Inputs the graph reads
+ * (q, K/V, block table, kv_lens, cu_q_lens, outputs) must stay at the addresses they had at capture.
+ *   capture:      begin_forward; begin_graph_pass(KASCADE_GRAPH_CAPTURE); capture every layer's attention on
+ *                 the backend's stream; end_graph_pass(&kept); upload_graph_inputs; launch the graph.
+ *   every replay: begin_forward (the new lengths); begin_graph_pass(KASCADE_GRAPH_CHECK); attention for every
+ *                 layer (host only: nothing is launched); end_graph_pass(&same); if same: upload_graph_inputs
+ *                 and launch, else capture again (the index rows grew past the captured width, or the batch
+ *                 composition changed).
+ * Run the first step of a batch composition eagerly (outside any pass) so its plans are made before a capture.
+ * Inside a pass only decode attention of the graph-safe policies (dense, kascade variants) is allowed. */
+typedef enum { KASCADE_GRAPH_CAPTURE = 1, KASCADE_GRAPH_CHECK = 2 } kascade_graph_pass;
+KASCADE_C_EXPORT int32_t kascade_backend_begin_graph_pass(kascade_backend* backend, int32_t pass);
+/* *result: capture pass — 1 (the trace is kept); check pass — 1 when the step's ops equal the captured ones. */
+KASCADE_C_EXPORT int32_t kascade_backend_end_graph_pass(kascade_backend* backend, int32_t* result);
+/* Ends a pass whose step failed (its trace is dropped, an earlier capture kept). */
+KASCADE_C_EXPORT void kascade_backend_abort_graph_pass(kascade_backend* backend);
+/* Copies the Top-k sizes the last pass staged into the buffer the captured selections read; before each launch. */
+KASCADE_C_EXPORT int32_t kascade_backend_upload_graph_inputs(kascade_backend* backend);
+
 KASCADE_C_EXPORT void kascade_policy_config_init(kascade_policy_config* config);
 KASCADE_C_EXPORT int32_t kascade_policy_create(kascade_backend* backend, const kascade_policy_config* config,
                                                kascade_policy** out);

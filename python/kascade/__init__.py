@@ -76,6 +76,10 @@ _SIGNATURES = {
     "kascade_backend_cpu": (_I32, [ctypes.POINTER(_P)]),
     "kascade_backend_cuda": (_I32, [_I32, _P, _I32, _I32, ctypes.POINTER(_P)]),
     "kascade_backend_destroy": (None, [_P]),
+    "kascade_backend_begin_graph_pass": (_I32, [_P, _I32]),
+    "kascade_backend_end_graph_pass": (_I32, [_P, ctypes.POINTER(_I32)]),
+    "kascade_backend_abort_graph_pass": (None, [_P]),
+    "kascade_backend_upload_graph_inputs": (_I32, [_P]),
     "kascade_policy_config_init": (None, [ctypes.POINTER(_PolicyConfig)]),
     "kascade_policy_create": (_I32, [_P, ctypes.POINTER(_PolicyConfig), ctypes.POINTER(_P)]),
     "kascade_policy_destroy": (None, [_P]),
@@ -184,6 +188,30 @@ class Backend:
         handle = ctypes.c_void_p()
         _check(library().kascade_backend_cuda(device, stream, max_batch, max_seq_len, ctypes.byref(handle)))
         return cls(handle)
+
+    # CUDA graphs of decode steps (include/kascade/c_api.h says the protocol; tests/python/test_c_api_cuda.py
+    # captures a step with torch.cuda.graph and replays it):
+    #   capture: policy.begin_forward(...); begin_graph_pass("capture"); with torch.cuda.graph(g, stream=s):
+    #            every layer's policy.attention(...); end_graph_pass(); upload_graph_inputs(); g.replay()
+    #   replay:  policy.begin_forward(...); begin_graph_pass("check"); every layer's policy.attention(...);
+    #            if end_graph_pass(): upload_graph_inputs(); g.replay()   else: capture again
+    def begin_graph_pass(self, kind):
+        passes = {"capture": 1, "check": 2}
+        if kind not in passes:
+            raise Error(1, f"graph pass {kind!r}; expected 'capture' or 'check'")
+        _check(library().kascade_backend_begin_graph_pass(self._handle, passes[kind]))
+
+    def end_graph_pass(self):
+        """Capture: True (kept). Check: whether the step's ops equal the captured ones (replay if so)."""
+        result = ctypes.c_int32()
+        _check(library().kascade_backend_end_graph_pass(self._handle, ctypes.byref(result)))
+        return result.value == 1
+
+    def abort_graph_pass(self):
+        library().kascade_backend_abort_graph_pass(self._handle)
+
+    def upload_graph_inputs(self):
+        _check(library().kascade_backend_upload_graph_inputs(self._handle))
 
     def __del__(self):
         if getattr(self, "_handle", None) and _lib is not None:

@@ -19,6 +19,10 @@
 #include "policy/policy_program.h"
 #include "runtime/policy_setup.h"
 
+#ifdef KASCADE_HAVE_CUDA
+#include "cuda/backend/cuda_backend.h"
+#endif
+
 struct kascade_backend {
   std::shared_ptr<kascade::AttentionBackend> backend;
 };
@@ -106,6 +110,22 @@ kascade::Result<kascade::PolicyConfig> policy_config_of(const kascade_policy_con
   return config;
 }
 
+#ifdef KASCADE_HAVE_CUDA
+// The handle's backend as the CUDA backend (graph passes exist only there).
+kascade::Result<kascade::CudaBackend*> cuda_backend_of(kascade_backend* backend) {
+  KC_CHECK_ARG(backend != nullptr, "backend is NULL");
+  auto* cuda = dynamic_cast<kascade::CudaBackend*>(backend->backend.get());
+  if (cuda == nullptr)
+    return kascade::unsupported("CUDA graph passes need the CUDA backend; this is the ", backend->backend->name(),
+                                " backend");
+  return cuda;
+}
+#else
+kascade::Result<void*> cuda_backend_of(kascade_backend*) {
+  return kascade::unsupported("CUDA graph passes need the CUDA backend; this build of kascade has none");
+}
+#endif
+
 }  // namespace
 
 extern "C" {
@@ -138,6 +158,56 @@ int32_t kascade_backend_cuda(int32_t device, void* stream, int32_t max_batch, in
 }
 
 void kascade_backend_destroy(kascade_backend* backend) { delete backend; }
+
+int32_t kascade_backend_begin_graph_pass(kascade_backend* backend, int32_t pass) {
+  return guarded("kascade_backend_begin_graph_pass", [&]() -> Status {
+    KC_CHECK_ARG(pass == KASCADE_GRAPH_CAPTURE || pass == KASCADE_GRAPH_CHECK, "pass is ", pass,
+                 "; expected 1 (capture) or 2 (check)");
+    KC_ASSIGN_OR_RETURN(auto* cuda, cuda_backend_of(backend));
+#ifdef KASCADE_HAVE_CUDA
+    return cuda->begin_graph_pass(pass == KASCADE_GRAPH_CAPTURE ? kascade::cuda::GraphPass::kCapture
+                                                                : kascade::cuda::GraphPass::kCheck);
+#else
+    (void)cuda;
+    return kascade::ok_status();
+#endif
+  });
+}
+
+int32_t kascade_backend_end_graph_pass(kascade_backend* backend, int32_t* result) {
+  return guarded("kascade_backend_end_graph_pass", [&]() -> Status {
+    KC_CHECK_ARG(result != nullptr, "result is NULL");
+    KC_ASSIGN_OR_RETURN(auto* cuda, cuda_backend_of(backend));
+#ifdef KASCADE_HAVE_CUDA
+    KC_ASSIGN_OR_RETURN(const bool kept, cuda->end_graph_pass());
+    *result = kept ? 1 : 0;
+#else
+    (void)cuda;
+#endif
+    return kascade::ok_status();
+  });
+}
+
+void kascade_backend_abort_graph_pass(kascade_backend* backend) {
+#ifdef KASCADE_HAVE_CUDA
+  if (backend == nullptr) return;
+  if (auto* cuda = dynamic_cast<kascade::CudaBackend*>(backend->backend.get())) cuda->abort_graph_pass();
+#else
+  (void)backend;
+#endif
+}
+
+int32_t kascade_backend_upload_graph_inputs(kascade_backend* backend) {
+  return guarded("kascade_backend_upload_graph_inputs", [&]() -> Status {
+    KC_ASSIGN_OR_RETURN(auto* cuda, cuda_backend_of(backend));
+#ifdef KASCADE_HAVE_CUDA
+    return cuda->upload_graph_inputs();
+#else
+    (void)cuda;
+    return kascade::ok_status();
+#endif
+  });
+}
 
 void kascade_policy_config_init(kascade_policy_config* config) {
   if (config == nullptr) return;

@@ -233,6 +233,14 @@ class Refusals(unittest.TestCase):
         self.assert_refused(1, "layer", lambda: policy.attention(7, q, k[0], v[0], block_table, lens, cu, out))
         self.assert_refused(1, "mode", lambda: policy.begin_forward(5, [1], [20]))
 
+    def test_graph_passes_need_the_cuda_backend(self):
+        backend = kascade.Backend.cpu()
+        self.assert_refused(4, "need the CUDA backend", lambda: backend.begin_graph_pass("capture"))
+        self.assert_refused(4, "need the CUDA backend", backend.end_graph_pass)
+        self.assert_refused(4, "need the CUDA backend", backend.upload_graph_inputs)
+        self.assert_refused(1, "expected 'capture' or 'check'", lambda: backend.begin_graph_pass("replay"))
+        backend.abort_graph_pass()  # no pass: nothing to do, no error
+
     def test_cuda_backend_without_cuda_or_gpu(self):
         try:
             backend = kascade.Backend.cuda(max_batch=1, max_seq_len=64)

@@ -1,7 +1,8 @@
 """tests/python/test_c_api_cuda.py — the C interface's CUDA backend through the Python binding, on torch
 CUDA tensors (bf16 and f16, a shuffled paged cache, the backend on torch's current stream), against a
 float64 torch reference: dense decode and dense chunked prefill (o and lse), and Kascade on planted
-needles (roles, a tenth of the keys read, outputs within 3 % of dense). Skips cleanly without torch,
+needles (roles, a tenth of the keys read, outputs within 3 % of dense); a Kascade decode step captured with
+torch.cuda.graph through the graph passes replays bit-equal to eager steps on new queries. Skips cleanly without torch,
 without a GPU, or with a library built without CUDA (CI has none of them; the GPU machine has all).
 Run: KASCADE_LIBRARY=BUILD/src/libkascade_c.so PYTHONPATH=python python3 tests/python/test_c_api_cuda.py
 """
@@ -125,6 +126,81 @@ class CudaThroughPython(unittest.TestCase):
             self.assertAlmostEqual(attended / causal, 1.0 if layer == 0 else 0.1, delta=0.01, msg=f"layer {layer}")
             dense, sparse = outputs["dense"][layer].float(), outputs["kascade"][layer].float()
             self.assertLess(((sparse - dense).abs().max() / dense.abs().max()).item(), 0.03, msg=f"layer {layer}")
+
+
+@unittest.skipIf(usable() is not None, usable() or "")
+class CudaGraphThroughPython(unittest.TestCase):
+    """A Kascade decode step captured with torch.cuda.graph through the graph passes, replayed with new
+    queries written into the captured tensors: each replay equals an eager step on the same inputs."""
+
+    LAYERS, KV_LENS = 4, [700, 1500]
+
+    def test_captured_step_replays_like_eager_steps(self):
+        generator = torch.Generator(device="cuda").manual_seed(9)
+        stream = torch.cuda.Stream()
+        backend = kascade.Backend.cuda(max_batch=2, max_seq_len=2048, stream=stream.cuda_stream)
+        policy = kascade.Policy(backend, "kascade", num_layers=self.LAYERS, num_heads=H, num_kv_heads=G, head_dim=D,
+                                k_min=16, anchors=[0, 2])
+        max_pages = max((n + PAGE - 1) // PAGE for n in self.KV_LENS)
+        pages = len(self.KV_LENS) * max_pages
+
+        def randn(*shape):
+            return torch.randn(*shape, generator=generator, device="cuda").to(torch.bfloat16)
+
+        ks = [randn(pages, PAGE, G, D) for _ in range(self.LAYERS)]
+        vs = [randn(pages, PAGE, G, D) for _ in range(self.LAYERS)]
+        block_table = torch.randperm(pages, generator=generator, device="cuda").to(torch.int32).reshape(2, max_pages)
+        lens = torch.tensor(self.KV_LENS, dtype=torch.int32, device="cuda")
+        cu = torch.tensor([0, 1, 2], dtype=torch.int32, device="cuda")
+        qs = [randn(2, H, D) for _ in range(self.LAYERS)]                 # the captured inputs ...
+        outs = [torch.zeros(2, H, D, dtype=torch.bfloat16, device="cuda") for _ in range(self.LAYERS)]  # ... and outputs
+
+        def layers():
+            for layer in range(self.LAYERS):
+                policy.attention(layer, qs[layer], ks[layer], vs[layer], block_table, lens, cu, outs[layer])
+
+        def eager_step():
+            torch.cuda.synchronize()  # inputs written on the default stream are complete before `stream` reads them
+            with torch.cuda.stream(stream):
+                policy.begin_forward(kascade.DECODE, [1, 1], self.KV_LENS)
+                layers()
+            stream.synchronize()
+            return [o.clone() for o in outs]
+
+        expected = eager_step()  # also makes the plans, which a capture must not allocate
+        for o in outs:
+            o.zero_()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        policy.begin_forward(kascade.DECODE, [1, 1], self.KV_LENS)
+        backend.begin_graph_pass("capture")
+        with torch.cuda.graph(graph, stream=stream):
+            layers()
+        self.assertTrue(backend.end_graph_pass())
+        with torch.cuda.stream(stream):
+            backend.upload_graph_inputs()
+            graph.replay()
+        stream.synchronize()
+        for layer in range(self.LAYERS):
+            torch.testing.assert_close(outs[layer], expected[layer], atol=0, rtol=0)
+
+        for step in range(3):  # new queries in the captured tensors: check pass, replay, compare with eager
+            for q in qs:
+                q.copy_(randn(2, H, D))
+            expected = eager_step()
+            for o in outs:
+                o.zero_()
+            torch.cuda.synchronize()
+            policy.begin_forward(kascade.DECODE, [1, 1], self.KV_LENS)
+            backend.begin_graph_pass("check")
+            layers()  # host only: launches nothing
+            self.assertTrue(backend.end_graph_pass(), f"step {step}: the trace differs from the captured one")
+            with torch.cuda.stream(stream):
+                backend.upload_graph_inputs()
+                graph.replay()
+            stream.synchronize()
+            for layer in range(self.LAYERS):
+                torch.testing.assert_close(outs[layer], expected[layer], atol=0, rtol=0, msg=f"step {step}, layer {layer}")
 
 
 if __name__ == "__main__":
