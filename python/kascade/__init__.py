@@ -173,21 +173,22 @@ def _check_int32(array, what):
 class Backend:
     """An attention backend: host memory (cpu) or one CUDA device (cuda)."""
 
-    def __init__(self, handle):
+    def __init__(self, handle, kind):
         self._handle = handle
+        self.kind = kind  # "cpu": arrays in host memory; "cuda": CUDA tensors
 
     @classmethod
     def cpu(cls):
         handle = ctypes.c_void_p()
         _check(library().kascade_backend_cpu(ctypes.byref(handle)))
-        return cls(handle)
+        return cls(handle, "cpu")
 
     @classmethod
     def cuda(cls, max_batch, max_seq_len, device=0, stream=None):
         """stream: a cudaStream_t as an int (torch.cuda.current_stream().cuda_stream) or None (default stream)."""
         handle = ctypes.c_void_p()
         _check(library().kascade_backend_cuda(device, stream, max_batch, max_seq_len, ctypes.byref(handle)))
-        return cls(handle)
+        return cls(handle, "cuda")
 
     # CUDA graphs of decode steps (include/kascade/c_api.h says the protocol; tests/python/test_c_api_cuda.py
     # captures a step with torch.cuda.graph and replays it):
@@ -272,6 +273,13 @@ class Policy:
         """Attention of one layer of the current call, written into `out` (and `lse` when given)."""
         for array, what in ((block_table, "block_table"), (kv_lens, "kv_lens"), (cu_q_lens, "cu_q_lens")):
             _check_int32(array, what)
+        named = (("q", q), ("k", k), ("v", v), ("block_table", block_table), ("kv_lens", kv_lens),
+                 ("cu_q_lens", cu_q_lens), ("out", out), ("lse", lse))
+        for what, array in named:  # a host pointer given to the GPU, or a device pointer to the CPU, would crash
+            if array is not None and bool(getattr(array, "is_cuda", False)) != (self._backend.kind == "cuda"):
+                raise Error(1, f"{what} is in {'device' if getattr(array, 'is_cuda', False) else 'host'} memory; "
+                               f"the {self._backend.kind} backend needs "
+                               f"{'CUDA tensors' if self._backend.kind == 'cuda' else 'host arrays'}")
         if len(q.shape) != 3 or len(k.shape) != 4 or tuple(v.shape) != tuple(k.shape) or len(block_table.shape) != 2:
             raise Error(1, f"shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, block_table "
                            f"{tuple(block_table.shape)}; expected [total_q, H, d], [pages, page_size, G, d] twice, "

@@ -231,6 +231,17 @@ class Refusals(unittest.TestCase):
         self.assert_refused(1, "kv_lens must be int32",
                             lambda: policy.attention(0, q, k[0], v[0], block_table, lens.astype(np.int64), cu, out))
         self.assert_refused(1, "layer", lambda: policy.attention(7, q, k[0], v[0], block_table, lens, cu, out))
+
+        class DeviceTensor:  # what a torch CUDA tensor looks like to the binding
+            is_cuda, shape, dtype = True, q.shape, "torch.float32"
+
+            def data_ptr(self):
+                return 1
+
+            def is_contiguous(self):
+                return True
+        self.assert_refused(1, "q is in device memory; the cpu backend needs host arrays",
+                            lambda: policy.attention(0, DeviceTensor(), k[0], v[0], block_table, lens, cu, out))
         self.assert_refused(1, "mode", lambda: policy.begin_forward(5, [1], [20]))
 
     def test_graph_passes_need_the_cuda_backend(self):
