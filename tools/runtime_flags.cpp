@@ -76,14 +76,4 @@ std::string format_cuda_graph_line(const CudaGraphStats& stats) {
   return line;
 }
 
-std::filesystem::path model_dir_of(const std::string& model) {
-  namespace fs = std::filesystem;
-  return fs::is_directory(model) ? fs::path(model) : fs::path(model).parent_path();
-}
-
-std::string default_calibration_file(const std::string& model) {
-  const std::filesystem::path file = model_dir_of(model) / "kascade_calibration.json";
-  return std::filesystem::exists(file) ? file.string() : std::string();
-}
-
 }  // namespace kascade::tools

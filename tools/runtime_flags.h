@@ -13,6 +13,7 @@
 
 #include "kascade/runtime.h"
 #include "kascade/status.h"
+#include "runtime/policy_setup.h"
 
 namespace kascade::tools {
 
@@ -45,11 +46,9 @@ void add_runtime_flags(CLI::App& app, RuntimeFlags& flags);
 // --topk-fraction, --k-min, --tile.
 void add_budget_flags(CLI::App& app, BudgetFlags& flags);
 
-// The directory of a model given as a directory or as its config.json.
-std::filesystem::path model_dir_of(const std::string& model);
-// The calibration file the kascade policies use when neither --calibration nor --anchors is given:
-// <model dir>/kascade_calibration.json if it exists, else "" (the policy then asks for one).
-std::string default_calibration_file(const std::string& model);
+// model_dir_of, default_calibration_file: src/runtime/policy_setup.h (the C interface uses them too).
+using runtime::default_calibration_file;
+using runtime::model_dir_of;
 
 // One line saying how the decode steps ran on the GPU ("decode: CUDA graph, 2 captured, 61
 // replayed, 1 eager" or "decode: eager (<reason>)"), for the closing report of --device cuda.

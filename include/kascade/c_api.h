@@ -1,7 +1,9 @@
-/* kascade/c_api.h — a C interface to kascade's attention policies, for engines written in C, or in
- * Python through ctypes (python/kascade, which passes numpy arrays' or torch tensors' data pointers):
- * the engine owns its paged KV cache and calls, per forward call, begin_forward once and attention
- * once per layer, exactly as the C++ AttentionPolicy (kascade/policy.h) is used.
+/* kascade/c_api.h — a C interface to kascade, for programs written in C, or in Python through ctypes
+ * (python/kascade, which passes numpy arrays' or torch tensors' data pointers), at two levels:
+ *   - policies (the engine level): the engine owns its paged KV cache and calls, per forward call,
+ *     begin_forward once and attention once per layer, exactly as the C++ AttentionPolicy
+ *     (kascade/policy.h) is used;
+ *   - the runtime (kascade/runtime.h): a model directory in, tokens or text out.
  *
  *   kascade_backend* b;  kascade_backend_cpu(&b);          // or kascade_backend_cuda(...)
  *   kascade_policy_config c;  kascade_policy_config_init(&c);  c.name = "kascade"; ...
@@ -151,6 +153,48 @@ KASCADE_C_EXPORT int32_t kascade_policy_layer_role(const kascade_policy* policy,
  * attended and causal counts of (query, head, key) triples (kascade::AttendedCount). */
 KASCADE_C_EXPORT int32_t kascade_policy_keys_attended(const kascade_policy* policy, int32_t mode, int32_t layer,
                                                       int64_t* attended, int64_t* causal);
+
+/* ---- the runtime (kascade/runtime.h): a whole model, tokenizer to generated tokens ---- */
+
+typedef struct kascade_runtime kascade_runtime;
+
+/* kascade::RuntimeOptions; kascade_runtime_options_init sets the defaults noted. */
+typedef struct {
+  const char* model_path;       /* a model directory: config.json, safetensors, tokenizer.json */
+  int32_t device;               /* 0: CPU, 1: CUDA (0) */
+  int32_t cuda_device;          /* (0) */
+  int32_t cuda_dtype;           /* CUDA activations, weights and KV cache: KASCADE_BF16 or KASCADE_F16 (bf16) */
+  int32_t max_batch;            /* CUDA: most sequences per generate (8) */
+  int64_t max_context;          /* longest prompt + generation; 0: the config's max_position_embeddings (0) */
+  const char* policy;           /* attention policy ("dense") */
+  const char* calibration_file; /* kascade variants; NULL: <model dir>/kascade_calibration.json when it exists */
+  int32_t num_anchors;          /* the file's anchor set with this many anchors; 0: its default (0) */
+  double topk_fraction;         /* (0.10) */
+} kascade_runtime_options;
+
+KASCADE_C_EXPORT void kascade_runtime_options_init(kascade_runtime_options* options);
+KASCADE_C_EXPORT int32_t kascade_runtime_create(const kascade_runtime_options* options, kascade_runtime** out);
+KASCADE_C_EXPORT void kascade_runtime_destroy(kascade_runtime* runtime);
+/* One line: architecture, size, dtypes, policy and its anchors. Owned by the runtime. */
+KASCADE_C_EXPORT const char* kascade_runtime_describe(kascade_runtime* runtime);
+/* The model's tokenizer. encode: up to `capacity` ids; *count = the number of ids, and KASCADE_OUT_OF_RANGE
+ * when it exceeds capacity (call again with a larger buffer). decode: up to `capacity` bytes including the
+ * terminating NUL; *length = the text's bytes, KASCADE_OUT_OF_RANGE when length + 1 > capacity. */
+KASCADE_C_EXPORT int32_t kascade_runtime_encode(kascade_runtime* runtime, const char* text, int32_t add_special_tokens,
+                                                int32_t* ids, int64_t capacity, int64_t* count);
+KASCADE_C_EXPORT int32_t kascade_runtime_decode(kascade_runtime* runtime, const int32_t* ids, int64_t count,
+                                                char* text, int64_t capacity, int64_t* length);
+/* Generates for `batch` prompts, prompt b = prompts[offsets[b] .. offsets[b + 1]) (offsets: batch + 1 entries,
+ * offsets[0] = 0). Sampling as kascade::SamplerConfig (temperature 0: greedy); stops at the model's EOS.
+ * tokens: [batch, max_new_tokens], -1 after each sequence's end; counts: [batch] tokens generated. */
+KASCADE_C_EXPORT int32_t kascade_runtime_generate(kascade_runtime* runtime, const int32_t* prompts,
+                                                  const int64_t* offsets, int32_t batch, int32_t max_new_tokens,
+                                                  float temperature, int32_t top_k, float top_p, uint64_t seed,
+                                                  int32_t* tokens, int32_t* counts);
+/* The last generate's share of keys attended (prefill, decode; NaN when the phase did not run) and its
+ * prefill / decode seconds. */
+KASCADE_C_EXPORT int32_t kascade_runtime_last_stats(kascade_runtime* runtime, double* prefill_keys, double* decode_keys,
+                                                    double* prefill_seconds, double* decode_seconds);
 
 #ifdef __cplusplus
 }

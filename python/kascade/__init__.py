@@ -1,4 +1,8 @@
-"""kascade — Python bindings of kascade's attention policies through its C interface (ctypes).
+"""kascade — Python bindings of kascade through its C interface (ctypes): the whole runtime (Runtime: a model
+directory in, tokens or text out) and, for engines, the attention policies.
+
+    runtime = kascade.Runtime("models/kascade-tiny", policy="kascade")   # its kascade_calibration.json
+    print(runtime.generate_text("The key for blue-door is 4471902. What is the key?", max_new_tokens=8))
 
 For an engine written in Python that owns its paged KV cache: make a backend and a policy, then per
 forward call ``begin_forward`` once and ``attention`` once per layer, passing numpy arrays (CPU backend)
@@ -29,7 +33,7 @@ import ctypes
 import os
 from pathlib import Path
 
-__all__ = ["Error", "Backend", "Policy", "PREFILL", "DECODE", "ROLES", "library", "has_cuda"]
+__all__ = ["Error", "Backend", "Policy", "Runtime", "PREFILL", "DECODE", "ROLES", "library", "has_cuda"]
 
 PREFILL, DECODE = 0, 1
 ROLES = ("dense", "dense-anchor", "anchor", "reuse")
@@ -68,6 +72,13 @@ class _PagedKv(ctypes.Structure):
                 ("kv_lens", ctypes.c_void_p)]
 
 
+class _RuntimeOptions(ctypes.Structure):
+    _fields_ = [("model_path", ctypes.c_char_p), ("device", ctypes.c_int32), ("cuda_device", ctypes.c_int32),
+                ("cuda_dtype", ctypes.c_int32), ("max_batch", ctypes.c_int32), ("max_context", ctypes.c_int64),
+                ("policy", ctypes.c_char_p), ("calibration_file", ctypes.c_char_p), ("num_anchors", ctypes.c_int32),
+                ("topk_fraction", ctypes.c_double)]
+
+
 _I32, _P = ctypes.c_int32, ctypes.c_void_p
 _SIGNATURES = {
     "kascade_c_api_version": (_I32, []),
@@ -89,6 +100,18 @@ _SIGNATURES = {
     "kascade_policy_layer_role": (_I32, [_P, _I32, _I32, ctypes.POINTER(_I32)]),
     "kascade_policy_keys_attended": (_I32, [_P, _I32, _I32, ctypes.POINTER(ctypes.c_int64),
                                             ctypes.POINTER(ctypes.c_int64)]),
+    "kascade_runtime_options_init": (None, [ctypes.POINTER(_RuntimeOptions)]),
+    "kascade_runtime_create": (_I32, [ctypes.POINTER(_RuntimeOptions), ctypes.POINTER(_P)]),
+    "kascade_runtime_destroy": (None, [_P]),
+    "kascade_runtime_describe": (ctypes.c_char_p, [_P]),
+    "kascade_runtime_encode": (_I32, [_P, ctypes.c_char_p, _I32, ctypes.POINTER(_I32), ctypes.c_int64,
+                                      ctypes.POINTER(ctypes.c_int64)]),
+    "kascade_runtime_decode": (_I32, [_P, ctypes.POINTER(_I32), ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64,
+                                      ctypes.POINTER(ctypes.c_int64)]),
+    "kascade_runtime_generate": (_I32, [_P, ctypes.POINTER(_I32), ctypes.POINTER(ctypes.c_int64), _I32, _I32,
+                                        ctypes.c_float, _I32, ctypes.c_float, ctypes.c_uint64, ctypes.POINTER(_I32),
+                                        ctypes.POINTER(_I32)]),
+    "kascade_runtime_last_stats": (_I32, [_P] + [ctypes.POINTER(ctypes.c_double)] * 4),
 }
 _API_VERSION = 1
 _lib = None
@@ -310,3 +333,89 @@ class Policy:
         _check(library().kascade_policy_keys_attended(self._handle, mode, layer, ctypes.byref(attended),
                                                       ctypes.byref(causal)))
         return attended.value, causal.value
+
+
+class Runtime:
+    """A whole model (kascade/runtime.h): a model directory in, tokens or text out.
+
+        runtime = kascade.Runtime("models/kascade-tiny", policy="kascade")   # its kascade_calibration.json
+        text = runtime.generate_text("The key for blue-door is 4471902. What is the key?", max_new_tokens=8)
+    """
+
+    def __init__(self, model_path, device="cpu", policy="dense", calibration=None, num_anchors=0, topk_fraction=0.10,
+                 max_context=0, max_batch=8, cuda_device=0, cuda_dtype="bfloat16"):
+        lib = library()
+        options = _RuntimeOptions()
+        lib.kascade_runtime_options_init(ctypes.byref(options))
+        if device not in ("cpu", "cuda"):
+            raise Error(1, f"device {device!r}; expected 'cpu' or 'cuda'")
+        if cuda_dtype not in ("bfloat16", "float16"):
+            raise Error(1, f"cuda_dtype {cuda_dtype!r}; expected 'bfloat16' or 'float16'")
+        options.model_path = os.fspath(model_path).encode()
+        options.device = 1 if device == "cuda" else 0
+        options.cuda_device, options.max_batch, options.max_context = cuda_device, max_batch, max_context
+        options.cuda_dtype = 2 if cuda_dtype == "bfloat16" else 1
+        options.policy = policy.encode()
+        options.calibration_file = os.fspath(calibration).encode() if calibration is not None else None
+        options.num_anchors, options.topk_fraction = num_anchors, topk_fraction
+        handle = ctypes.c_void_p()
+        _check(lib.kascade_runtime_create(ctypes.byref(options), ctypes.byref(handle)))
+        self._handle = handle
+        self.last_stats = None
+
+    def __del__(self):
+        if getattr(self, "_handle", None) and _lib is not None:
+            _lib.kascade_runtime_destroy(self._handle)
+            self._handle = None
+
+    def describe(self):
+        return library().kascade_runtime_describe(self._handle).decode()
+
+    def encode(self, text, add_special_tokens=True):
+        """Token ids of `text` with the model's tokenizer."""
+        data, count, capacity = text.encode(), ctypes.c_int64(), max(16, len(text) + 8)
+        while True:
+            ids = (ctypes.c_int32 * capacity)()
+            code = library().kascade_runtime_encode(self._handle, data, 1 if add_special_tokens else 0, ids, capacity,
+                                                    ctypes.byref(count))
+            if code == 2 and count.value > capacity:  # out of range: a larger buffer
+                capacity = count.value
+                continue
+            _check(code)
+            return list(ids[: count.value])
+
+    def decode(self, ids):
+        """Text of token ids (special tokens skipped)."""
+        array, length, capacity = _int32_array(ids), ctypes.c_int64(), 16 * len(ids) + 16
+        while True:
+            text = ctypes.create_string_buffer(capacity)
+            code = library().kascade_runtime_decode(self._handle, array, len(ids), text, capacity, ctypes.byref(length))
+            if code == 2 and length.value + 1 > capacity:
+                capacity = length.value + 1
+                continue
+            _check(code)
+            return text.raw[: length.value].decode("utf-8", "replace")
+
+    def generate(self, prompts, max_new_tokens=32, temperature=0.0, top_k=0, top_p=1.0, seed=0):
+        """Generated token lists for a batch of prompts (lists of ids); greedy at temperature 0."""
+        if not prompts or any(len(p) == 0 for p in prompts):
+            raise Error(1, "generate needs at least one prompt, each of at least one token")
+        flat = _int32_array([t for p in prompts for t in p])
+        offsets = [0]
+        for p in prompts:
+            offsets.append(offsets[-1] + len(p))
+        offset_array = (ctypes.c_int64 * len(offsets))(*offsets)
+        tokens = (ctypes.c_int32 * (len(prompts) * max_new_tokens))()
+        counts = (ctypes.c_int32 * len(prompts))()
+        _check(library().kascade_runtime_generate(self._handle, flat, offset_array, len(prompts), max_new_tokens,
+                                                  temperature, top_k, top_p, seed, tokens, counts))
+        stats = [ctypes.c_double() for _ in range(4)]
+        _check(library().kascade_runtime_last_stats(self._handle, *[ctypes.byref(x) for x in stats]))
+        self.last_stats = dict(zip(("prefill_keys", "decode_keys", "prefill_seconds", "decode_seconds"),
+                                   (x.value for x in stats)))
+        return [list(tokens[b * max_new_tokens: b * max_new_tokens + counts[b]]) for b in range(len(prompts))]
+
+    def generate_text(self, prompt, max_new_tokens=32, **sampling):
+        """The generated text for one text prompt."""
+        return self.decode(self.generate([self.encode(prompt)], max_new_tokens, **sampling)[0])
+

@@ -1,21 +1,27 @@
 // src/capi/c_api.cpp — the C interface of include/kascade/c_api.h over the C++ backends
-// (kascade/backends.h) and policies (kascade/policy.h): handles own a shared_ptr to the backend and
-// the policy; every entry point checks its pointers, converts the C views to the C++ ones, turns a
-// Status into its code plus a thread-local message, and catches every exception (a C caller — or
-// Python's ctypes — must never see one). Built as the shared library libkascade_c.
-// Tested by tests/python/test_c_api.py (through python/kascade: dense against numpy, Kascade on planted
-// needles, every refusal), tests/python/test_c_api_cuda.py (the CUDA backend on torch tensors) and
-// tests/scripts/test_install.sh (examples/c_decode.c from C).
+// (kascade/backends.h), policies (kascade/policy.h) and runtime (kascade/runtime.h, with the model
+// directory's tokenizer): handles own the C++ objects; every entry point checks its pointers, converts
+// the C views to the C++ ones, turns a Status into its code plus a thread-local message, and catches
+// every exception (a C caller — or Python's ctypes — must never see one). Built as the shared library
+// libkascade_c. Tested by tests/python/test_c_api.py (through python/kascade: dense against numpy,
+// Kascade on planted needles, calibration files, the runtime against transformers' logits and the
+// `tokenizers` library, every refusal), tests/python/test_c_api_cuda.py (the CUDA backend on torch
+// tensors, CUDA graphs, the runtime on the GPU) and tests/scripts/test_install.sh (examples/c_decode.c).
 #include "kascade/c_api.h"
 
+#include <algorithm>
+#include <cmath>
 #include <exception>
+#include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "kascade/backends.h"
 #include "kascade/policy.h"
 #include "kascade/runtime.h"
+#include "kascade/tokenizer.h"
 #include "policy/policy_program.h"
 #include "runtime/policy_setup.h"
 
@@ -28,6 +34,12 @@ struct kascade_backend {
 };
 struct kascade_policy {
   std::unique_ptr<kascade::AttentionPolicy> policy;
+};
+struct kascade_runtime {
+  std::unique_ptr<kascade::Runtime> runtime;
+  kascade::Tokenizer tokenizer;
+  std::string description;
+  kascade::GenerateStats last_stats;
 };
 
 namespace {
@@ -279,6 +291,138 @@ int32_t kascade_policy_keys_attended(const kascade_policy* policy, int32_t mode,
         layer < 0 ? statistics.total(forward_mode) : statistics.layer(forward_mode, layer);
     *attended = count.attended;
     *causal = count.causal;
+    return kascade::ok_status();
+  });
+}
+
+void kascade_runtime_options_init(kascade_runtime_options* options) {
+  if (options == nullptr) return;
+  *options = kascade_runtime_options{};
+  const kascade::RuntimeOptions defaults;
+  options->device = 0;  // the CPU
+  options->cuda_dtype = static_cast<int32_t>(defaults.cuda_dtype);
+  options->max_batch = defaults.max_batch;
+  options->policy = "dense";
+  options->topk_fraction = defaults.attention.topk_fraction;
+}
+
+int32_t kascade_runtime_create(const kascade_runtime_options* options, kascade_runtime** out) {
+  return guarded("kascade_runtime_create", [&]() -> Status {
+    KC_CHECK_ARG(options != nullptr && out != nullptr, "options or out is NULL");
+    KC_CHECK_ARG(options->model_path != nullptr, "options.model_path is NULL");
+    KC_CHECK_ARG(options->policy != nullptr, "options.policy is NULL");
+    KC_CHECK_ARG(options->device == 0 || options->device == 1, "options.device is ", options->device,
+                 "; expected 0 (CPU) or 1 (CUDA)");
+    KC_ASSIGN_OR_RETURN(const kascade::DType cuda_dtype, dtype_of(options->cuda_dtype, "options.cuda"));
+    kascade::RuntimeOptions o;
+    o.model_path = options->model_path;
+    o.device = options->device == 1 ? kascade::Device::kCuda : kascade::Device::kCpu;
+    o.cuda_device = options->cuda_device;
+    o.cuda_dtype = cuda_dtype;
+    o.max_batch = options->max_batch;
+    o.max_context = options->max_context;
+    o.attention.policy = options->policy;
+    o.attention.num_anchors = options->num_anchors;
+    o.attention.topk_fraction = options->topk_fraction;
+    if (options->calibration_file != nullptr) {
+      o.attention.calibration_file = options->calibration_file;
+    } else if (kascade::policy::policy_uses_schedule(o.attention.policy)) {
+      o.attention.calibration_file = kascade::runtime::default_calibration_file(options->model_path);
+    }
+    // The runtime first: its errors name the model path as given (a missing directory, config.json, weights).
+    KC_ASSIGN_OR_RETURN(std::unique_ptr<kascade::Runtime> runtime, kascade::Runtime::create(o));
+    const std::filesystem::path tokenizer_path =
+        kascade::runtime::model_dir_of(options->model_path) / "tokenizer.json";
+    KC_ASSIGN_OR_RETURN(kascade::Tokenizer tokenizer, kascade::Tokenizer::from_file(tokenizer_path.string()));
+    std::string description = runtime->describe();
+    *out = new kascade_runtime{std::move(runtime), std::move(tokenizer), std::move(description), {}};
+    return kascade::ok_status();
+  });
+}
+
+void kascade_runtime_destroy(kascade_runtime* runtime) { delete runtime; }
+
+const char* kascade_runtime_describe(kascade_runtime* runtime) {
+  return runtime == nullptr ? "" : runtime->description.c_str();
+}
+
+int32_t kascade_runtime_encode(kascade_runtime* runtime, const char* text, int32_t add_special_tokens, int32_t* ids,
+                               int64_t capacity, int64_t* count) {
+  return guarded("kascade_runtime_encode", [&]() -> Status {
+    KC_CHECK_ARG(runtime != nullptr && text != nullptr && count != nullptr, "runtime, text or count is NULL");
+    KC_CHECK_ARG(capacity >= 0 && (capacity == 0 || ids != nullptr), "ids is NULL with capacity ", capacity);
+    KC_ASSIGN_OR_RETURN(const std::vector<int32_t> encoded, runtime->tokenizer.encode(text, add_special_tokens != 0));
+    *count = static_cast<int64_t>(encoded.size());
+    if (*count > capacity)
+      return kascade::out_of_range("the text has ", *count, " tokens; ids holds ", capacity);
+    std::copy(encoded.begin(), encoded.end(), ids);
+    return kascade::ok_status();
+  });
+}
+
+int32_t kascade_runtime_decode(kascade_runtime* runtime, const int32_t* ids, int64_t count, char* text,
+                               int64_t capacity, int64_t* length) {
+  return guarded("kascade_runtime_decode", [&]() -> Status {
+    KC_CHECK_ARG(runtime != nullptr && length != nullptr, "runtime or length is NULL");
+    KC_CHECK_ARG(count >= 0 && (count == 0 || ids != nullptr), "ids is NULL with count ", count);
+    KC_CHECK_ARG(capacity >= 0 && (capacity == 0 || text != nullptr), "text is NULL with capacity ", capacity);
+    KC_ASSIGN_OR_RETURN(const std::string decoded,
+                        runtime->tokenizer.decode(std::span<const int32_t>(ids, static_cast<size_t>(count)), true));
+    *length = static_cast<int64_t>(decoded.size());
+    if (*length + 1 > capacity)
+      return kascade::out_of_range("the text has ", *length, " bytes (and a NUL); text holds ", capacity);
+    std::copy(decoded.begin(), decoded.end(), text);
+    text[decoded.size()] = '\0';
+    return kascade::ok_status();
+  });
+}
+
+int32_t kascade_runtime_generate(kascade_runtime* runtime, const int32_t* prompts, const int64_t* offsets,
+                                 int32_t batch, int32_t max_new_tokens, float temperature, int32_t top_k, float top_p,
+                                 uint64_t seed, int32_t* tokens, int32_t* counts) {
+  return guarded("kascade_runtime_generate", [&]() -> Status {
+    KC_CHECK_ARG(runtime != nullptr && prompts != nullptr && offsets != nullptr && tokens != nullptr &&
+                     counts != nullptr,
+                 "runtime, prompts, offsets, tokens or counts is NULL");
+    KC_CHECK_ARG(batch >= 1, "batch is ", batch, "; expected >= 1");
+    KC_CHECK_ARG(max_new_tokens >= 1, "max_new_tokens is ", max_new_tokens, "; expected >= 1");
+    KC_CHECK_ARG(offsets[0] == 0, "offsets[0] is ", offsets[0], "; expected 0");
+    std::vector<std::vector<int32_t>> batch_prompts;
+    for (int32_t b = 0; b < batch; ++b) {
+      KC_CHECK_ARG(offsets[b + 1] > offsets[b], "prompt ", b, " is empty (offsets ", offsets[b], " .. ",
+                   offsets[b + 1], ")");
+      batch_prompts.emplace_back(prompts + offsets[b], prompts + offsets[b + 1]);
+    }
+    kascade::GenerateOptions options;
+    options.max_new_tokens = max_new_tokens;
+    options.sampler.temperature = temperature;
+    options.sampler.top_k = top_k;
+    options.sampler.top_p = top_p;
+    options.sampler.seed = seed;
+    KC_ASSIGN_OR_RETURN(kascade::GenerateResult result, runtime->runtime->generate(batch_prompts, options));
+    for (int32_t b = 0; b < batch; ++b) {
+      const std::vector<int32_t>& generated = result.sequences[static_cast<size_t>(b)].tokens;
+      int32_t* row = tokens + static_cast<int64_t>(b) * max_new_tokens;
+      std::fill(row, row + max_new_tokens, -1);
+      std::copy(generated.begin(), generated.end(), row);
+      counts[b] = static_cast<int32_t>(generated.size());
+    }
+    runtime->last_stats = result.stats;
+    return kascade::ok_status();
+  });
+}
+
+int32_t kascade_runtime_last_stats(kascade_runtime* runtime, double* prefill_keys, double* decode_keys,
+                                   double* prefill_seconds, double* decode_seconds) {
+  return guarded("kascade_runtime_last_stats", [&]() -> Status {
+    KC_CHECK_ARG(runtime != nullptr && prefill_keys != nullptr && decode_keys != nullptr && prefill_seconds != nullptr &&
+                     decode_seconds != nullptr,
+                 "runtime or an output is NULL");
+    const kascade::GenerateStats& stats = runtime->last_stats;
+    *prefill_keys = stats.attended.prefill_total.fraction();
+    *decode_keys = stats.attended.decode_total.fraction();
+    *prefill_seconds = stats.prefill_s;
+    *decode_seconds = stats.decode_s;
     return kascade::ok_status();
   });
 }

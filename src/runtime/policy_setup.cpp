@@ -26,6 +26,16 @@ Result<Schedule> schedule_from_file(const ModelConfig& model, const AttentionOpt
 
 }  // namespace
 
+std::filesystem::path model_dir_of(const std::string& model) {
+  namespace fs = std::filesystem;
+  return fs::is_directory(model) ? fs::path(model) : fs::path(model).parent_path();
+}
+
+std::string default_calibration_file(const std::string& model) {
+  const std::filesystem::path file = model_dir_of(model) / "kascade_calibration.json";
+  return std::filesystem::exists(file) ? file.string() : std::string();
+}
+
 Result<Schedule> schedule_from_calibration(const std::string& path, int32_t num_anchors, const ScheduleShape& shape,
                                            std::string* note) {
   auto file = calib::read_calibration_file(path);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 #include "kascade/model_config.h"
@@ -24,6 +25,12 @@ struct PolicySetup {
 };
 
 Result<PolicySetup> build_policy_config(const ModelConfig& model, const AttentionOptions& options);
+
+// The directory of a model given as a directory or as its config.json.
+std::filesystem::path model_dir_of(const std::string& model);
+// The calibration file the kascade policies use when none is given: <model dir>/kascade_calibration.json
+// if it exists, else "" (the policy then asks for one). Used by the CLI and the C interface.
+std::string default_calibration_file(const std::string& model);
 
 // The attention shape a calibration file must describe.
 struct ScheduleShape {

@@ -7,6 +7,9 @@
     that head's needles and misses its own);
   - a calibration file (the bundled model's) gives the schedule of its default anchor set: the same roles and
     outputs as passing that set's anchors and head map, read from the JSON by the test;
+  - the runtime through Python: the first greedy token after the kascade-tiny fixture prompt is transformers'
+    argmax (tests/data/hf), the tokenizer's ids equal the `tokenizers` library's, Kascade with the shipped
+    calibration reads fewer keys;
   - refusals raise kascade.Error naming the problem (unknown policy, missing anchors, a bad head map, a
     call before begin_forward, int64 lengths, and the CUDA backend without CUDA or without a GPU).
 Run: KASCADE_LIBRARY=BUILD/src/libkascade_c.so PYTHONPATH=python python3 tests/python/test_c_api.py
@@ -196,6 +199,55 @@ class CalibrationFile(unittest.TestCase):
             kascade.Policy(kascade.Backend.cpu(), "kascade", num_layers=12, num_heads=8, num_kv_heads=2, head_dim=64,
                            calibration=self.PATH, calibration_num_anchors=11)
         self.assertIn("no anchor set with 11 anchors", str(caught.exception))
+
+
+class RuntimeThroughPython(unittest.TestCase):
+    ROOT = Path(__file__).resolve().parents[2]
+    MODEL = ROOT / "models" / "kascade-tiny"
+    FIXTURE = ROOT / "tests" / "data" / "hf" / "kascade_tiny.fixture.json"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.fixture = json.loads(cls.FIXTURE.read_text())
+        logits = np.fromfile(cls.FIXTURE.with_name("kascade_tiny.logits.f32"), dtype=np.float32)
+        cls.logits = logits.reshape(cls.fixture["rows"], cls.fixture["vocab_size"])
+
+    def test_first_greedy_token_is_transformers_argmax(self):
+        prompt = self.fixture["prompt"]
+        row = len(prompt) - 1 - self.fixture["first_logit_position"]  # the row predicting the token after the prompt
+        top2 = np.sort(self.logits[row])[-2:]
+        self.assertGreater(top2[1] - top2[0], 0.1)  # a clear argmax, so float32 vs float64 cannot flip it
+        runtime = kascade.Runtime(self.MODEL, policy="dense")
+        self.assertEqual(runtime.generate([prompt], max_new_tokens=1), [[int(self.logits[row].argmax())]])
+        self.assertEqual(runtime.last_stats["prefill_keys"], 1.0)
+
+    def test_tokenizer_matches_the_tokenizers_library(self):
+        tokenizers = __import__("tokenizers")
+        reference = tokenizers.Tokenizer.from_file(str(self.MODEL / "tokenizer.json"))
+        runtime = kascade.Runtime(self.MODEL, policy="dense")
+        for text in ("The key for blue-door is 4471902.", "Ünïcödé — and  spaces\n\ttabs"):
+            self.assertEqual(runtime.encode(text), reference.encode(text).ids)
+            self.assertEqual(runtime.decode(reference.encode(text).ids), reference.decode(reference.encode(text).ids))
+
+    def test_kascade_with_the_shipped_calibration_reads_fewer_keys(self):
+        runtime = kascade.Runtime(self.MODEL, policy="kascade")  # the model directory's kascade_calibration.json
+        self.assertIn("kascade_calibration.json", runtime.describe())
+        tokens = runtime.generate([self.fixture["prompt"][:1500], self.fixture["prompt"][:900]], max_new_tokens=4)
+        self.assertEqual([len(t) for t in tokens], [4, 4])
+        self.assertLess(runtime.last_stats["prefill_keys"], 0.6)
+        self.assertLess(runtime.last_stats["decode_keys"], 0.6)
+
+    def test_refusals(self):
+        with self.assertRaises(kascade.Error) as caught:
+            kascade.Runtime(self.ROOT / "no-such-model")
+        self.assertIn("no-such-model", str(caught.exception))
+        with self.assertRaises(kascade.Error) as caught:
+            kascade.Runtime(self.MODEL, policy="kascade", calibration=self.ROOT / "missing.json")
+        self.assertIn("missing.json", str(caught.exception))
+        runtime = kascade.Runtime(self.MODEL)
+        with self.assertRaises(kascade.Error) as caught:
+            runtime.generate([[]])
+        self.assertIn("at least one token", str(caught.exception))
 
 
 class Refusals(unittest.TestCase):
