@@ -10,7 +10,6 @@
 #include "kascade/c_api.h"
 
 #include <algorithm>
-#include <cmath>
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -25,6 +24,7 @@
 #include "policy/policy_program.h"
 #include "runtime/policy_setup.h"
 
+#include "cuda/backend/graph_pass.h"  // GraphPass: plain C++; the passes themselves need the CUDA backend
 #ifdef KASCADE_HAVE_CUDA
 #include "cuda/backend/cuda_backend.h"
 #endif
@@ -122,21 +122,17 @@ kascade::Result<kascade::PolicyConfig> policy_config_of(const kascade_policy_con
   return config;
 }
 
-#ifdef KASCADE_HAVE_CUDA
-// The handle's backend as the CUDA backend (graph passes exist only there).
-kascade::Result<kascade::CudaBackend*> cuda_backend_of(kascade_backend* backend) {
+// Runs `op` on the handle's CUDA backend (graph passes exist only there), kUnsupported for any other backend
+// or a build without CUDA. `op` is a generic lambda, so a build without CUDA never instantiates it.
+template <typename Op>
+Status with_cuda_backend(kascade_backend* backend, Op&& op) {
   KC_CHECK_ARG(backend != nullptr, "backend is NULL");
-  auto* cuda = dynamic_cast<kascade::CudaBackend*>(backend->backend.get());
-  if (cuda == nullptr)
-    return kascade::unsupported("CUDA graph passes need the CUDA backend; this is the ", backend->backend->name(),
-                                " backend");
-  return cuda;
-}
-#else
-kascade::Result<void*> cuda_backend_of(kascade_backend*) {
-  return kascade::unsupported("CUDA graph passes need the CUDA backend; this build of kascade has none");
-}
+#ifdef KASCADE_HAVE_CUDA
+  if (auto* cuda = dynamic_cast<kascade::CudaBackend*>(backend->backend.get())) return op(*cuda);
 #endif
+  return kascade::unsupported("CUDA graph passes need the CUDA backend; this is the ", backend->backend->name(),
+                              " backend");
+}
 
 }  // namespace
 
@@ -175,49 +171,33 @@ int32_t kascade_backend_begin_graph_pass(kascade_backend* backend, int32_t pass)
   return guarded("kascade_backend_begin_graph_pass", [&]() -> Status {
     KC_CHECK_ARG(pass == KASCADE_GRAPH_CAPTURE || pass == KASCADE_GRAPH_CHECK, "pass is ", pass,
                  "; expected 1 (capture) or 2 (check)");
-    KC_ASSIGN_OR_RETURN(auto* cuda, cuda_backend_of(backend));
-#ifdef KASCADE_HAVE_CUDA
-    return cuda->begin_graph_pass(pass == KASCADE_GRAPH_CAPTURE ? kascade::cuda::GraphPass::kCapture
-                                                                : kascade::cuda::GraphPass::kCheck);
-#else
-    (void)cuda;
-    return kascade::ok_status();
-#endif
+    const auto graph_pass = pass == KASCADE_GRAPH_CAPTURE ? kascade::cuda::GraphPass::kCapture
+                                                          : kascade::cuda::GraphPass::kCheck;
+    return with_cuda_backend(backend, [&](auto& cuda) { return cuda.begin_graph_pass(graph_pass); });
   });
 }
 
 int32_t kascade_backend_end_graph_pass(kascade_backend* backend, int32_t* result) {
   return guarded("kascade_backend_end_graph_pass", [&]() -> Status {
     KC_CHECK_ARG(result != nullptr, "result is NULL");
-    KC_ASSIGN_OR_RETURN(auto* cuda, cuda_backend_of(backend));
-#ifdef KASCADE_HAVE_CUDA
-    KC_ASSIGN_OR_RETURN(const bool kept, cuda->end_graph_pass());
-    *result = kept ? 1 : 0;
-#else
-    (void)cuda;
-#endif
-    return kascade::ok_status();
+    return with_cuda_backend(backend, [&](auto& cuda) -> Status {
+      KC_ASSIGN_OR_RETURN(const bool kept, cuda.end_graph_pass());
+      *result = kept ? 1 : 0;
+      return kascade::ok_status();
+    });
   });
 }
 
 void kascade_backend_abort_graph_pass(kascade_backend* backend) {
-#ifdef KASCADE_HAVE_CUDA
-  if (backend == nullptr) return;
-  if (auto* cuda = dynamic_cast<kascade::CudaBackend*>(backend->backend.get())) cuda->abort_graph_pass();
-#else
-  (void)backend;
-#endif
+  (void)with_cuda_backend(backend, [](auto& cuda) {  // no CUDA backend: no pass to abort
+    cuda.abort_graph_pass();
+    return kascade::ok_status();
+  });
 }
 
 int32_t kascade_backend_upload_graph_inputs(kascade_backend* backend) {
   return guarded("kascade_backend_upload_graph_inputs", [&]() -> Status {
-    KC_ASSIGN_OR_RETURN(auto* cuda, cuda_backend_of(backend));
-#ifdef KASCADE_HAVE_CUDA
-    return cuda->upload_graph_inputs();
-#else
-    (void)cuda;
-    return kascade::ok_status();
-#endif
+    return with_cuda_backend(backend, [](auto& cuda) { return cuda.upload_graph_inputs(); });
   });
 }
 
