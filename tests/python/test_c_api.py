@@ -23,59 +23,13 @@ import numpy as np
 
 import kascade
 
-H, G, D, PAGE = 8, 2, 32, 16
+from attention_fixtures import paged_cache as paged_cache_of, plant_needles, reference_attention, run_layers
 
-
-def paged_cache_of(rng, kv_lens, dtype, layers, kv_heads, dim):
-    """K and V per layer [pages, PAGE, kv_heads, dim], a shuffled block table [batch, max_pages] and the lengths."""
-    max_pages = max((n + PAGE - 1) // PAGE for n in kv_lens)
-    num_pages = len(kv_lens) * max_pages
-    block_table = rng.permutation(num_pages).astype(np.int32).reshape(len(kv_lens), max_pages)
-    k = [rng.standard_normal((num_pages, PAGE, kv_heads, dim)).astype(dtype) for _ in range(layers)]
-    v = [rng.standard_normal((num_pages, PAGE, kv_heads, dim)).astype(dtype) for _ in range(layers)]
-    return k, v, block_table, np.array(kv_lens, dtype=np.int32)
+H, G, D = 8, 2, 32
 
 
 def paged_cache(rng, kv_lens, dtype, layers=1):
     return paged_cache_of(rng, kv_lens, dtype, layers, G, D)
-
-
-def gather(cache, block_table, b, n):
-    """Rows 0..n-1 of sequence b: [n, G, D] float64."""
-    j = np.arange(n)
-    return cache[block_table[b, j // PAGE], j % PAGE].astype(np.float64)
-
-
-def reference_attention(q, k, v, block_table, kv_lens, q_lens):
-    """Causal softmax attention in float64: o [total_q, H, D], lse [total_q, H]."""
-    scale = 1.0 / np.sqrt(D)
-    o, lse, row = np.zeros(q.shape), np.zeros(q.shape[:2]), 0
-    for b, (n, m) in enumerate(zip(kv_lens, q_lens)):
-        keys, values = gather(k, block_table, b, n), gather(v, block_table, b, n)
-        for i in range(m):
-            position = n - m + i
-            for h in range(H):
-                s = keys[: position + 1, h // (H // G)] @ q[row, h].astype(np.float64) * scale
-                top = s.max()
-                weights = np.exp(s - top)
-                o[row, h] = weights @ values[: position + 1, h // (H // G)] / weights.sum()
-                lse[row, h] = top + np.log(weights.sum())
-            row += 1
-    return o, lse
-
-
-def run_layers(policy, mode, q_lens, kv_lens, qs, ks, vs, block_table):
-    """One forward call of every layer: outputs [layers][total_q, H, D] and lse."""
-    policy.begin_forward(mode, q_lens, kv_lens)
-    cu = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
-    lens = np.array(kv_lens, dtype=np.int32)
-    outs, lses = [], []
-    for layer, (q, k, v) in enumerate(zip(qs, ks, vs)):
-        out, lse = np.full_like(q, np.nan), np.full(q.shape[:2], np.nan, dtype=np.float32)
-        policy.attention(layer, q, k, v, block_table, lens, cu, out, lse)
-        outs.append(out)
-        lses.append(lse)
-    return outs, lses
 
 
 class DenseAgainstNumpy(unittest.TestCase):
@@ -121,22 +75,8 @@ class KascadeOnPlantedNeedles(unittest.TestCase):
     def setUp(self):
         rng = np.random.default_rng(11)
         self.ks, self.vs, self.block_table, _ = paged_cache(rng, self.KV_LENS, np.float32, self.LAYERS)
-        directions = rng.standard_normal((len(self.KV_LENS), G, D))
-        directions /= np.linalg.norm(directions, axis=-1, keepdims=True)
         # Each (sequence, KV head) hides its own needles, which its queries point at in every layer.
-        self.needles = [[sorted(rng.choice(n - 1, self.NEEDLES, replace=False)) for _ in range(G)] for n in self.KV_LENS]
-        for b, n in enumerate(self.KV_LENS):
-            for g in range(G):
-                for j in self.needles[b][g]:
-                    for k in self.ks:
-                        k[self.block_table[b, j // PAGE], j % PAGE, g] = 12.0 * directions[b, g]
-        self.qs = []
-        for _ in range(self.LAYERS):
-            q = 0.5 * rng.standard_normal((len(self.KV_LENS), H, D))
-            for b in range(len(self.KV_LENS)):
-                for h in range(H):
-                    q[b, h] += 8.0 * directions[b, h // (H // G)]
-            self.qs.append(q.astype(np.float32))
+        self.qs, _ = plant_needles(rng, self.ks, self.block_table, self.KV_LENS, H, self.NEEDLES)
 
     def decode(self, name, **options):
         policy = kascade.Policy(kascade.Backend.cpu(), name, num_layers=self.LAYERS, num_heads=H, num_kv_heads=G,

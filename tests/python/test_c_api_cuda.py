@@ -1,14 +1,14 @@
 """tests/python/test_c_api_cuda.py — the C interface's CUDA backend through the Python binding, on torch
-CUDA tensors (bf16 and f16, a shuffled paged cache, the backend on torch's current stream), against a
-float64 torch reference: dense decode and dense chunked prefill (o and lse), and Kascade on planted
-needles (roles, a tenth of the keys read, outputs within 3 % of dense); a Kascade decode step captured with
-torch.cuda.graph through the graph passes replays bit-equal to eager steps on new queries; the runtime with
-device="cuda" gives transformers' first greedy token on kascade-tiny. Skips cleanly without torch,
-without a GPU, or with a library built without CUDA (CI has none of them; the GPU machine has all).
+CUDA tensors (bf16 and f16, a shuffled paged cache, the backend on torch's current stream), against the
+float64 numpy reference of tests/python/attention_fixtures.py computed on the values the device tensors
+hold: dense decode and dense chunked prefill (o and lse), and Kascade on planted needles (roles, a tenth of
+the keys read, outputs within 3 % of dense); a Kascade decode step captured with torch.cuda.graph through
+the graph passes replays bit-equal to eager steps on new queries; the runtime with device="cuda" gives
+transformers' first greedy token on kascade-tiny. Skips cleanly without torch, without a GPU, or with a
+library built without CUDA (CI has none of them; the GPU machine has all).
 Run: KASCADE_LIBRARY=BUILD/src/libkascade_c.so PYTHONPATH=python python3 tests/python/test_c_api_cuda.py
 """
 
-import itertools
 import json
 import unittest
 from pathlib import Path
@@ -16,13 +16,14 @@ from pathlib import Path
 import numpy as np
 
 import kascade
+from attention_fixtures import paged_cache, plant_needles, reference_attention, run_layers
 
 try:
     import torch
 except ImportError:  # CI: no torch
     torch = None
 
-H, G, D, PAGE = 8, 2, 64, 16
+H, G, D = 8, 2, 64
 
 
 def usable():
@@ -35,67 +36,51 @@ def usable():
     return None
 
 
+def on_device(array, dtype=None):
+    """A numpy array as a contiguous CUDA tensor (of dtype, if given)."""
+    tensor = torch.from_numpy(np.ascontiguousarray(array)).cuda()
+    return (tensor.to(dtype) if dtype is not None else tensor).contiguous()
+
+
+def on_host(tensor):
+    """The values a device tensor holds (after its rounding to bf16 / f16), as float64 numpy."""
+    return tensor.double().cpu().numpy()
+
+
+def device_cache(rng, kv_lens, dtype, layers=1):
+    """paged_cache on the device: K, V per layer as dtype tensors, block table and lengths as int32 tensors."""
+    k, v, block_table, lens = paged_cache(rng, kv_lens, np.float32, layers, G, D)
+    return [on_device(x, dtype) for x in k], [on_device(x, dtype) for x in v], on_device(block_table), on_device(lens)
+
+
+def run_on_device(policy, mode, q_lens, kv_lens, qs, ks, vs, block_table, stream):
+    """run_layers over device tensors; outputs and lse start as NaN, so an unwritten value fails the comparison."""
+    cu = on_device(np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32))
+    outs, lses = run_layers(policy, mode, q_lens, kv_lens, qs, ks, vs, block_table,
+                            lens=on_device(np.array(kv_lens, dtype=np.int32)), cu=cu,
+                            new_empty=lambda q: (torch.full_like(q, float("nan")),
+                                                 torch.full(q.shape[:2], float("nan"), dtype=torch.float32,
+                                                            device="cuda")))
+    stream.synchronize()
+    return outs, lses
+
+
 @unittest.skipIf(usable() is not None, usable() or "")
 class CudaThroughPython(unittest.TestCase):
     def setUp(self):
-        self.generator = torch.Generator(device="cuda").manual_seed(5)
+        self.rng = np.random.default_rng(5)
         self.stream = torch.cuda.current_stream()
         self.backend = kascade.Backend.cuda(max_batch=4, max_seq_len=4096, stream=self.stream.cuda_stream)
 
-    def randn(self, *shape, dtype):
-        return torch.randn(*shape, generator=self.generator, device="cuda", dtype=torch.float32).to(dtype)
-
-    def cache(self, kv_lens, dtype, layers=1):
-        max_pages = max((n + PAGE - 1) // PAGE for n in kv_lens)
-        pages = len(kv_lens) * max_pages
-        order = torch.randperm(pages, generator=self.generator, device="cuda").to(torch.int32)
-        block_table = order.reshape(len(kv_lens), max_pages).contiguous()
-        k = [self.randn(pages, PAGE, G, D, dtype=dtype) for _ in range(layers)]
-        v = [self.randn(pages, PAGE, G, D, dtype=dtype) for _ in range(layers)]
-        return k, v, block_table
-
-    @staticmethod
-    def gather(cache, block_table, b, n):
-        j = torch.arange(n, device="cuda")
-        return cache[block_table[b, j // PAGE].long(), j % PAGE].double()
-
-    def reference(self, q, k, v, block_table, kv_lens, q_lens):
-        o = torch.zeros(q.shape, dtype=torch.float64, device="cuda")
-        lse = torch.zeros(q.shape[:2], dtype=torch.float64, device="cuda")
-        row = 0
-        for b, (n, m) in enumerate(zip(kv_lens, q_lens)):
-            keys, values = self.gather(k, block_table, b, n), self.gather(v, block_table, b, n)
-            for i in range(m):
-                position = n - m + i
-                for h in range(H):
-                    s = keys[: position + 1, h // (H // G)] @ q[row, h].double() / D ** 0.5
-                    lse[row, h] = torch.logsumexp(s, 0)
-                    o[row, h] = torch.softmax(s, 0) @ values[: position + 1, h // (H // G)]
-                row += 1
-        return o, lse
-
-    def run_layers(self, policy, mode, q_lens, kv_lens, qs, ks, vs, block_table):
-        policy.begin_forward(mode, q_lens, kv_lens)
-        cu = torch.tensor(list(itertools.accumulate(q_lens, initial=0)), dtype=torch.int32, device="cuda")
-        lens = torch.tensor(kv_lens, dtype=torch.int32, device="cuda")
-        outs, lses = [], []
-        for layer, (q, k, v) in enumerate(zip(qs, ks, vs)):
-            out = torch.full_like(q, float("nan"))
-            lse = torch.full(q.shape[:2], float("nan"), dtype=torch.float32, device="cuda")
-            policy.attention(layer, q, k, v, block_table, lens, cu, out, lse)
-            outs.append(out)
-            lses.append(lse)
-        self.stream.synchronize()
-        return outs, lses
-
     def check_dense(self, dtype, mode, q_lens, kv_lens):
-        k, v, block_table = self.cache(kv_lens, dtype)
-        q = self.randn(sum(q_lens), H, D, dtype=dtype)
+        k, v, block_table, _ = device_cache(self.rng, kv_lens, dtype)
+        q = on_device(self.rng.standard_normal((sum(q_lens), H, D)), dtype)
         policy = kascade.Policy(self.backend, "dense", num_layers=1, num_heads=H, num_kv_heads=G, head_dim=D)
-        (out,), (lse,) = self.run_layers(policy, mode, q_lens, kv_lens, [q], k, v, block_table)
-        o_ref, lse_ref = self.reference(q, k[0], v[0], block_table, kv_lens, q_lens)
-        torch.testing.assert_close(out.double(), o_ref, atol=2e-2, rtol=2e-2)
-        torch.testing.assert_close(lse.double(), lse_ref, atol=1e-3, rtol=1e-3)
+        (out,), (lse,) = run_on_device(policy, mode, q_lens, kv_lens, [q], k, v, block_table, self.stream)
+        o_ref, lse_ref = reference_attention(on_host(q), on_host(k[0]), on_host(v[0]), block_table.cpu().numpy(),
+                                             kv_lens, q_lens)
+        np.testing.assert_allclose(on_host(out), o_ref, atol=2e-2, rtol=2e-2)
+        np.testing.assert_allclose(on_host(lse), lse_ref, atol=1e-3, rtol=1e-3)
 
     def test_dense_decode_bf16(self):
         self.check_dense(torch.bfloat16, kascade.DECODE, [1, 1, 1], [37, 1000, 16])
@@ -107,24 +92,17 @@ class CudaThroughPython(unittest.TestCase):
         self.check_dense(torch.bfloat16, kascade.PREFILL, [33, 64], [97, 64])
 
     def test_kascade_on_planted_needles(self):
-        layers, kv_lens, needles = 4, [700, 1500], 6
-        ks, vs, block_table = self.cache(kv_lens, torch.bfloat16, layers)
-        directions = torch.nn.functional.normalize(self.randn(len(kv_lens), G, D, dtype=torch.float32), dim=-1)
-        for b, n in enumerate(kv_lens):
-            for g in range(G):
-                for j in torch.randperm(n - 1, generator=self.generator, device="cuda")[:needles].tolist():
-                    for k in ks:
-                        k[block_table[b, j // PAGE].long(), j % PAGE, g] = (12.0 * directions[b, g]).to(k.dtype)
-        qs = []
-        for _ in range(layers):
-            q = 0.5 * self.randn(len(kv_lens), H, D, dtype=torch.float32)
-            q += 8.0 * directions.repeat_interleave(H // G, dim=1)
-            qs.append(q.to(torch.bfloat16).contiguous())
+        layers, kv_lens = 4, [700, 1500]
+        ks, vs, block_table, _ = paged_cache(self.rng, kv_lens, np.float32, layers, G, D)
+        qs, _ = plant_needles(self.rng, ks, block_table, kv_lens, H, needles_per_head=6)
+        ks, vs = [on_device(k, torch.bfloat16) for k in ks], [on_device(v, torch.bfloat16) for v in vs]
+        qs, block_table = [on_device(q, torch.bfloat16) for q in qs], on_device(block_table)
         outputs = {}
         for name, options in (("dense", {}), ("kascade", {"anchors": [0, 2]})):
             policy = kascade.Policy(self.backend, name, num_layers=layers, num_heads=H, num_kv_heads=G, head_dim=D,
                                     k_min=16, **options)
-            outputs[name], _ = self.run_layers(policy, kascade.DECODE, [1, 1], kv_lens, qs, ks, vs, block_table)
+            outputs[name], _ = run_on_device(policy, kascade.DECODE, [1, 1], kv_lens, qs, ks, vs, block_table,
+                                             self.stream)
         self.assertEqual([policy.role(layer) for layer in range(layers)], ["dense-anchor", "reuse", "anchor", "reuse"])
         for layer in range(layers):
             attended, causal = policy.keys_attended(kascade.DECODE, layer)
@@ -141,23 +119,18 @@ class CudaGraphThroughPython(unittest.TestCase):
     LAYERS, KV_LENS = 4, [700, 1500]
 
     def test_captured_step_replays_like_eager_steps(self):
-        generator = torch.Generator(device="cuda").manual_seed(9)
+        rng = np.random.default_rng(9)
         stream = torch.cuda.Stream()
         backend = kascade.Backend.cuda(max_batch=2, max_seq_len=2048, stream=stream.cuda_stream)
         policy = kascade.Policy(backend, "kascade", num_layers=self.LAYERS, num_heads=H, num_kv_heads=G, head_dim=D,
                                 k_min=16, anchors=[0, 2])
-        max_pages = max((n + PAGE - 1) // PAGE for n in self.KV_LENS)
-        pages = len(self.KV_LENS) * max_pages
 
-        def randn(*shape):
-            return torch.randn(*shape, generator=generator, device="cuda").to(torch.bfloat16)
+        def new_queries():
+            return on_device(rng.standard_normal((2, H, D)), torch.bfloat16)
 
-        ks = [randn(pages, PAGE, G, D) for _ in range(self.LAYERS)]
-        vs = [randn(pages, PAGE, G, D) for _ in range(self.LAYERS)]
-        block_table = torch.randperm(pages, generator=generator, device="cuda").to(torch.int32).reshape(2, max_pages)
-        lens = torch.tensor(self.KV_LENS, dtype=torch.int32, device="cuda")
-        cu = torch.tensor([0, 1, 2], dtype=torch.int32, device="cuda")
-        qs = [randn(2, H, D) for _ in range(self.LAYERS)]                 # the captured inputs ...
+        ks, vs, block_table, lens = device_cache(rng, self.KV_LENS, torch.bfloat16, self.LAYERS)
+        cu = on_device(np.array([0, 1, 2], dtype=np.int32))
+        qs = [new_queries() for _ in range(self.LAYERS)]                 # the captured inputs ...
         outs = [torch.zeros(2, H, D, dtype=torch.bfloat16, device="cuda") for _ in range(self.LAYERS)]  # ... and outputs
 
         def layers():
@@ -191,7 +164,7 @@ class CudaGraphThroughPython(unittest.TestCase):
 
         for step in range(3):  # new queries in the captured tensors: check pass, replay, compare with eager
             for q in qs:
-                q.copy_(randn(2, H, D))
+                q.copy_(new_queries())
             expected = eager_step()
             for o in outs:
                 o.zero_()
