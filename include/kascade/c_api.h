@@ -112,7 +112,9 @@ KASCADE_C_EXPORT const char* kascade_last_error(void);
 
 KASCADE_C_EXPORT int32_t kascade_backend_cpu(kascade_backend** out);
 /* stream: a cudaStream_t (NULL: the legacy default stream), e.g. torch.cuda.current_stream().cuda_stream.
- * max_batch / max_seq_len bound every later call (plans are sized by them). */
+ * max_batch / max_seq_len bound every later call (plans are sized by them), and every block table given to it
+ * must have room for max_seq_len keys: max_pages_per_seq >= ceil(max_seq_len / page_size) (so a captured decode step
+ * stays valid as the lengths grow; unused entries are never read). */
 KASCADE_C_EXPORT int32_t kascade_backend_cuda(int32_t device, void* stream, int32_t max_batch, int32_t max_seq_len,
                                               kascade_backend** out);
 KASCADE_C_EXPORT void kascade_backend_destroy(kascade_backend* backend);

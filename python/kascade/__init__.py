@@ -208,7 +208,9 @@ class Backend:
 
     @classmethod
     def cuda(cls, max_batch, max_seq_len, device=0, stream=None):
-        """stream: a cudaStream_t as an int (torch.cuda.current_stream().cuda_stream) or None (default stream)."""
+        """stream: a cudaStream_t as an int (torch.cuda.current_stream().cuda_stream) or None (default stream).
+        Every block table given to this backend needs max_seq_len / page_size columns at least (unused ones are
+        never read): plans, and decode steps captured in CUDA graphs, are sized by max_seq_len."""
         handle = ctypes.c_void_p()
         _check(library().kascade_backend_cuda(device, stream, max_batch, max_seq_len, ctypes.byref(handle)))
         return cls(handle, "cuda")

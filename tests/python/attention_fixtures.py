@@ -9,12 +9,15 @@ import numpy as np
 PAGE = 16
 
 
-def paged_cache(rng, kv_lens, dtype, layers, kv_heads, dim):
-    """K and V per layer [pages, PAGE, kv_heads, dim] (standard normal), a shuffled block table [batch, max_pages]
-    int32 and the lengths [batch] int32."""
+def paged_cache(rng, kv_lens, dtype, layers, kv_heads, dim, table_columns=None):
+    """K and V per layer [pages, PAGE, kv_heads, dim] (standard normal), a shuffled block table [batch, columns]
+    int32 and the lengths [batch] int32. The table has the pages the longest sequence needs, or table_columns
+    (the CUDA backend wants room for its max_seq_len), the unused entries -1."""
     max_pages = max((n + PAGE - 1) // PAGE for n in kv_lens)
     num_pages = len(kv_lens) * max_pages
     block_table = rng.permutation(num_pages).astype(np.int32).reshape(len(kv_lens), max_pages)
+    if table_columns is not None:
+        block_table = np.hstack([block_table, np.full((len(kv_lens), table_columns - max_pages), -1, np.int32)])
     k = [rng.standard_normal((num_pages, PAGE, kv_heads, dim)).astype(dtype) for _ in range(layers)]
     v = [rng.standard_normal((num_pages, PAGE, kv_heads, dim)).astype(dtype) for _ in range(layers)]
     return k, v, block_table, np.array(kv_lens, dtype=np.int32)

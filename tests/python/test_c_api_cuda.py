@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 import kascade
-from attention_fixtures import paged_cache, plant_needles, reference_attention, run_layers
+from attention_fixtures import PAGE, paged_cache, plant_needles, reference_attention, run_layers
 
 try:
     import torch
@@ -47,9 +47,15 @@ def on_host(tensor):
     return tensor.double().cpu().numpy()
 
 
-def device_cache(rng, kv_lens, dtype, layers=1):
-    """paged_cache on the device: K, V per layer as dtype tensors, block table and lengths as int32 tensors."""
-    k, v, block_table, lens = paged_cache(rng, kv_lens, np.float32, layers, G, D)
+def table_columns(max_seq_len):
+    """Block-table columns for a backend made for max_seq_len keys (it refuses narrower tables)."""
+    return (max_seq_len + PAGE - 1) // PAGE
+
+
+def device_cache(rng, kv_lens, dtype, max_seq_len, layers=1):
+    """paged_cache on the device: K, V per layer as dtype tensors, block table (room for max_seq_len keys) and
+    lengths as int32 tensors."""
+    k, v, block_table, lens = paged_cache(rng, kv_lens, np.float32, layers, G, D, table_columns(max_seq_len))
     return [on_device(x, dtype) for x in k], [on_device(x, dtype) for x in v], on_device(block_table), on_device(lens)
 
 
@@ -67,13 +73,15 @@ def run_on_device(policy, mode, q_lens, kv_lens, qs, ks, vs, block_table, stream
 
 @unittest.skipIf(usable() is not None, usable() or "")
 class CudaThroughPython(unittest.TestCase):
+    MAX_SEQ_LEN = 4096
+
     def setUp(self):
         self.rng = np.random.default_rng(5)
         self.stream = torch.cuda.current_stream()
-        self.backend = kascade.Backend.cuda(max_batch=4, max_seq_len=4096, stream=self.stream.cuda_stream)
+        self.backend = kascade.Backend.cuda(max_batch=4, max_seq_len=self.MAX_SEQ_LEN, stream=self.stream.cuda_stream)
 
     def check_dense(self, dtype, mode, q_lens, kv_lens):
-        k, v, block_table, _ = device_cache(self.rng, kv_lens, dtype)
+        k, v, block_table, _ = device_cache(self.rng, kv_lens, dtype, self.MAX_SEQ_LEN)
         q = on_device(self.rng.standard_normal((sum(q_lens), H, D)), dtype)
         policy = kascade.Policy(self.backend, "dense", num_layers=1, num_heads=H, num_kv_heads=G, head_dim=D)
         (out,), (lse,) = run_on_device(policy, mode, q_lens, kv_lens, [q], k, v, block_table, self.stream)
@@ -91,9 +99,20 @@ class CudaThroughPython(unittest.TestCase):
     def test_dense_chunked_prefill_bf16(self):
         self.check_dense(torch.bfloat16, kascade.PREFILL, [33, 64], [97, 64])
 
+    def test_block_table_without_room_for_max_seq_len_is_refused(self):
+        k, v, block_table, lens = device_cache(self.rng, [100], torch.bfloat16, self.MAX_SEQ_LEN)
+        narrow = block_table[:, :table_columns(self.MAX_SEQ_LEN) - 1].contiguous()
+        q = on_device(self.rng.standard_normal((1, H, D)), torch.bfloat16)
+        policy = kascade.Policy(self.backend, "dense", num_layers=1, num_heads=H, num_kv_heads=G, head_dim=D)
+        policy.begin_forward(kascade.DECODE, [1], [100])
+        with self.assertRaises(kascade.Error) as caught:
+            policy.attention(0, q, k[0], v[0], narrow, lens, on_device(np.array([0, 1], np.int32)), torch.empty_like(q))
+        self.assertIn("the cuda backend was created for max_seq_len 4096", str(caught.exception))
+
     def test_kascade_on_planted_needles(self):
         layers, kv_lens = 4, [700, 1500]
-        ks, vs, block_table, _ = paged_cache(self.rng, kv_lens, np.float32, layers, G, D)
+        ks, vs, block_table, _ = paged_cache(self.rng, kv_lens, np.float32, layers, G, D,
+                                             table_columns(self.MAX_SEQ_LEN))
         qs, _ = plant_needles(self.rng, ks, block_table, kv_lens, H, needles_per_head=6)
         ks, vs = [on_device(k, torch.bfloat16) for k in ks], [on_device(v, torch.bfloat16) for v in vs]
         qs, block_table = [on_device(q, torch.bfloat16) for q in qs], on_device(block_table)
@@ -121,14 +140,15 @@ class CudaGraphThroughPython(unittest.TestCase):
     def test_captured_step_replays_like_eager_steps(self):
         rng = np.random.default_rng(9)
         stream = torch.cuda.Stream()
-        backend = kascade.Backend.cuda(max_batch=2, max_seq_len=2048, stream=stream.cuda_stream)
+        max_seq_len = 2048
+        backend = kascade.Backend.cuda(max_batch=2, max_seq_len=max_seq_len, stream=stream.cuda_stream)
         policy = kascade.Policy(backend, "kascade", num_layers=self.LAYERS, num_heads=H, num_kv_heads=G, head_dim=D,
                                 k_min=16, anchors=[0, 2])
 
         def new_queries():
             return on_device(rng.standard_normal((2, H, D)), torch.bfloat16)
 
-        ks, vs, block_table, lens = device_cache(rng, self.KV_LENS, torch.bfloat16, self.LAYERS)
+        ks, vs, block_table, lens = device_cache(rng, self.KV_LENS, torch.bfloat16, max_seq_len, self.LAYERS)
         cu = on_device(np.array([0, 1, 2], dtype=np.int32))
         qs = [new_queries() for _ in range(self.LAYERS)]                 # the captured inputs ...
         outs = [torch.zeros(2, H, D, dtype=torch.bfloat16, device="cuda") for _ in range(self.LAYERS)]  # ... and outputs
