@@ -93,31 +93,21 @@ kascade::Result<kascade::PolicyConfig> policy_config_of(const kascade_policy_con
   config.rolling = c.rolling != 0;
   KC_CHECK_ARG(c.num_anchors >= 0, "config.num_anchors is ", c.num_anchors);
   KC_CHECK_ARG(c.num_anchors == 0 || c.anchors != nullptr, "config.anchors is NULL with num_anchors ", c.num_anchors);
-  const bool uses_schedule = kascade::policy::policy_uses_schedule(config.name);
-  KC_CHECK_ARG(c.calibration_num_anchors >= 0, "config.calibration_num_anchors is ", c.calibration_num_anchors);
-  if (!uses_schedule) {
-    KC_CHECK_ARG(c.num_anchors == 0 && c.head_map == nullptr && c.calibration_file == nullptr, "policy '", config.name,
-                 "' uses no anchors: leave config.anchors, config.head_map and config.calibration_file empty");
-  } else if (c.calibration_file != nullptr) {
-    KC_CHECK_ARG(c.num_anchors == 0 && c.head_map == nullptr,
-                 "give either config.calibration_file or config.anchors / config.head_map, not both");
-    KC_ASSIGN_OR_RETURN(config.schedule,
-                        kascade::runtime::schedule_from_calibration(
-                            c.calibration_file, c.calibration_num_anchors,
-                            {c.num_layers, c.num_heads, c.num_kv_heads, c.head_dim}, nullptr));
-  } else {
-    KC_CHECK_ARG(c.num_anchors > 0, "policy '", config.name,
-                 "' needs anchor layers (config.anchors) or a calibration file (config.calibration_file)");
+  kascade::runtime::ScheduleRequest request;
+  request.file_option = "config.calibration_file";
+  request.anchors_option = "config.anchors";
+  if (c.calibration_file != nullptr) request.calibration_file = c.calibration_file;
+  request.num_anchors = c.calibration_num_anchors;
+  request.anchors.assign(c.anchors, c.anchors + c.num_anchors);
+  if (c.head_map != nullptr) {
     KC_CHECK_ARG(c.num_layers >= 1 && c.num_kv_heads >= 1, "config.num_layers ", c.num_layers,
                  " and config.num_kv_heads ", c.num_kv_heads, " must be positive");
-    const std::vector<int32_t> anchors(c.anchors, c.anchors + c.num_anchors);
-    if (c.head_map == nullptr) {
-      KC_ASSIGN_OR_RETURN(config.schedule, kascade::identity_schedule(anchors, c.num_layers, c.num_kv_heads));
-    } else {
-      config.schedule.anchors = anchors;
-      config.schedule.head_map.assign(c.head_map, c.head_map + static_cast<size_t>(c.num_layers) * c.num_kv_heads);
-    }
+    request.head_map.assign(c.head_map, c.head_map + static_cast<size_t>(c.num_layers) * c.num_kv_heads);
   }
+  KC_ASSIGN_OR_RETURN(config.schedule,
+                      kascade::runtime::choose_schedule(config.name, {c.num_layers, c.num_heads, c.num_kv_heads,
+                                                                      c.head_dim},
+                                                        request, nullptr));
   KC_RETURN_IF_ERROR(kascade::validate_policy_config(config));
   return config;
 }

@@ -17,13 +17,6 @@ std::string join(const std::vector<int32_t>& values) {
   return os.str();
 }
 
-Result<Schedule> schedule_from_file(const ModelConfig& model, const AttentionOptions& options, std::string* note) {
-  return schedule_from_calibration(options.calibration_file, options.num_anchors,
-                                   {model.num_hidden_layers, model.num_attention_heads, model.num_key_value_heads,
-                                    model.head_dim},
-                                   note);
-}
-
 }  // namespace
 
 std::filesystem::path model_dir_of(const std::string& model) {
@@ -62,6 +55,34 @@ Result<Schedule> schedule_from_calibration(const std::string& path, int32_t num_
   return Schedule{set->anchors, set->head_map};
 }
 
+Result<Schedule> choose_schedule(const std::string& policy, const ScheduleShape& shape, const ScheduleRequest& request,
+                                 std::string* note) {
+  const ScheduleRequest& r = request;
+  const bool has_file = !r.calibration_file.empty();
+  const bool has_anchors = !r.anchors.empty();
+  KC_CHECK_ARG(!(has_file && (has_anchors || !r.head_map.empty())), "give either a calibration file (", r.file_option,
+               ") or ", r.anchors_option, ", not both");
+  KC_CHECK_ARG(r.num_anchors >= 0, "the anchor count ", r.num_anchors, " is negative");
+  KC_CHECK_ARG(r.num_anchors == 0 || has_file, "an anchor count applies to a calibration file only");
+  KC_CHECK_ARG(r.head_map.empty() || has_anchors, "a head map needs its anchors (", r.anchors_option, ")");
+  if (note != nullptr) note->clear();
+  if (!policy::policy_uses_schedule(policy)) {
+    KC_CHECK_ARG(!has_file && !has_anchors, "attention policy '", policy, "' uses no anchors: ", r.file_option,
+                 " and ", r.anchors_option, " apply to the kascade policies only");
+    return Schedule{};
+  }
+  if (has_file) return schedule_from_calibration(r.calibration_file, r.num_anchors, shape, note);
+  KC_CHECK_ARG(has_anchors, "attention policy '", policy, "' needs anchor layers: pass a calibration file made by ",
+               "`kascade calibrate` (", r.file_option, "), or ", r.anchors_option,
+               " (0, L1, L2, ...) for an identity head map");
+  if (r.head_map.empty()) {
+    if (note != nullptr) *note = "anchors " + join(r.anchors) + " (identity head map)";
+    return identity_schedule(r.anchors, static_cast<int32_t>(shape.num_layers), static_cast<int32_t>(shape.num_kv_heads));
+  }
+  if (note != nullptr) *note = "anchors " + join(r.anchors) + " (given head map)";
+  return Schedule{r.anchors, r.head_map};
+}
+
 Result<PolicySetup> build_policy_config(const ModelConfig& model, const AttentionOptions& options) {
   const auto& names = policy_names();
   if (std::find(names.begin(), names.end(), options.policy) == names.end()) {
@@ -86,25 +107,15 @@ Result<PolicySetup> build_policy_config(const ModelConfig& model, const Attentio
   c.tile_size = options.tile_size;
   c.rolling = options.rolling;
 
-  const bool has_file = !options.calibration_file.empty();
-  const bool has_anchors = !options.anchors.empty();
-  const bool uses_schedule = policy::policy_uses_schedule(options.policy);
-  KC_CHECK_ARG(!(has_file && has_anchors), "give either a calibration file or --anchors, not both");
-  KC_CHECK_ARG(options.num_anchors >= 0, "the anchor count ", options.num_anchors, " is negative");
-  KC_CHECK_ARG(options.num_anchors == 0 || has_file, "an anchor count applies to a calibration file only");
-  if (!uses_schedule) {
-    KC_CHECK_ARG(!has_file && !has_anchors, "attention policy '", options.policy,
-                 "' uses no anchors: --calibration and --anchors apply to the kascade policies only");
-  } else if (has_file) {
-    KC_ASSIGN_OR_RETURN(c.schedule, schedule_from_file(model, options, &setup.schedule_note));
-  } else if (has_anchors) {
-    KC_ASSIGN_OR_RETURN(c.schedule, identity_schedule(options.anchors, c.num_layers, c.num_kv_heads));
-    setup.schedule_note = "anchors " + join(options.anchors) + " (identity head map)";
-  } else {
-    return invalid_argument("attention policy '", options.policy,
-                            "' needs anchor layers: pass a calibration file made by `kascade calibrate` "
-                            "(--calibration FILE), or --anchors 0,L1,L2,... for an identity head map");
-  }
+  ScheduleRequest request;
+  request.calibration_file = options.calibration_file;
+  request.num_anchors = options.num_anchors;
+  request.anchors = options.anchors;
+  KC_ASSIGN_OR_RETURN(c.schedule,
+                      choose_schedule(options.policy,
+                                      {model.num_hidden_layers, model.num_attention_heads, model.num_key_value_heads,
+                                       model.head_dim},
+                                      request, &setup.schedule_note));
   KC_RETURN_IF_ERROR(validate_policy_config(c));
   return setup;
 }

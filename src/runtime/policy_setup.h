@@ -5,13 +5,15 @@
 //     anchor count unless num_anchors says otherwise; the file must describe a model of the same
 //     layer count, head counts and head dim), or the given anchors with the identity head map;
 //     a kascade variant with neither is refused with a message saying how to make one, a
-//     schedule given to a policy that reads none is refused, and so is giving both.
+//     schedule given to a policy that reads none is refused, and so is giving both (choose_schedule,
+//     shared with the C interface, which may also give an explicit head map).
 // Tested by tests/unit/runtime/test_policy_setup.cpp.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "kascade/model_config.h"
 #include "kascade/policy.h"
@@ -42,5 +44,24 @@ struct ScheduleShape {
 // build_policy_config and by the C interface (src/capi).
 Result<Schedule> schedule_from_calibration(const std::string& path, int32_t num_anchors, const ScheduleShape& shape,
                                            std::string* note);
+
+// What a user gave for the schedule of a kascade variant, and how their interface names the two ways, for
+// the messages ("--calibration" / "--anchors" on the command line, "config.calibration_file" / "config.anchors"
+// in the C interface).
+struct ScheduleRequest {
+  std::string calibration_file;    // a file made by `kascade calibrate` (or --import-npy) ...
+  int32_t num_anchors = 0;         // ... and its anchor set with this many anchors (0: the file's default)
+  std::vector<int32_t> anchors;    // or these anchors ...
+  std::vector<int32_t> head_map;   // ... with this head map [layers * KV heads] (empty: identity)
+  std::string file_option = "--calibration";
+  std::string anchors_option = "--anchors";
+};
+// The schedule of `policy` for a model of `shape`: empty for a policy that reads none (then nothing may be
+// given), a calibration file's set, or the given anchors; giving both, neither (for a kascade variant), a head
+// map without anchors or an anchor count without a file is refused naming the options. *note (may be null):
+// "anchors 0,2,5 from FILE", "anchors 0,2 (identity head map)", "anchors 0,2 (given head map)" or "".
+// Used by build_policy_config and the C interface (src/capi).
+Result<Schedule> choose_schedule(const std::string& policy, const ScheduleShape& shape, const ScheduleRequest& request,
+                                 std::string* note);
 
 }  // namespace kascade::runtime

@@ -138,5 +138,43 @@ TEST(PolicySetup, EveryPolicyNameIsAccepted) {
   }
 }
 
+// The schedule choice shared with the C interface: an explicit head map with its anchors, the names of the
+// caller's options in the refusals, and nothing for a policy that reads no schedule.
+TEST(PolicySetup, ChooseScheduleTakesAGivenHeadMapAndNamesTheCallersOptions) {
+  const ScheduleShape shape{4, 8, 2, 64};
+  ScheduleRequest r;
+  r.file_option = "config.calibration_file";
+  r.anchors_option = "config.anchors";
+  r.anchors = {0, 2};
+  r.head_map = {0, 1, 1, 0, 0, 1, 0, 1};
+  std::string note;
+  auto given = choose_schedule("kascade", shape, r, &note);
+  ASSERT_TRUE(given.ok()) << given.status().to_string();
+  EXPECT_EQ(given->anchors, r.anchors);
+  EXPECT_EQ(given->head_map, r.head_map);
+  EXPECT_EQ(note, "anchors 0,2 (given head map)");
+
+  auto dense = choose_schedule("dense", shape, ScheduleRequest{}, &note);
+  ASSERT_TRUE(dense.ok());
+  EXPECT_TRUE(dense->anchors.empty() && dense->head_map.empty());
+  EXPECT_EQ(note, "");
+
+  ScheduleRequest map_only = r;
+  map_only.anchors.clear();
+  EXPECT_NE(choose_schedule("kascade", shape, map_only, nullptr).status().message().find("a head map needs its anchors "
+                                                                                        "(config.anchors)"),
+            std::string::npos);
+  ScheduleRequest none;
+  none.file_option = r.file_option;
+  none.anchors_option = r.anchors_option;
+  const std::string message = choose_schedule("kascade", shape, none, nullptr).status().message();
+  EXPECT_NE(message.find("config.calibration_file"), std::string::npos) << message;
+  EXPECT_NE(message.find("config.anchors"), std::string::npos) << message;
+  ScheduleRequest count_only = none;
+  count_only.num_anchors = 3;
+  EXPECT_NE(choose_schedule("kascade", shape, count_only, nullptr).status().message().find("calibration file only"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace kascade::runtime
