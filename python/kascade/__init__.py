@@ -180,21 +180,39 @@ def _pointer_of(array):
     return interface["data"][0]
 
 
+def _dtype_name(array):
+    """numpy's and torch's names of an element type, alike: 'float32', 'bfloat16', 'int32', ..."""
+    return str(array.dtype).replace("torch.", "")
+
+
 def _dtype_of(array):
-    name = str(array.dtype).replace("torch.", "")
     codes = {"float32": 0, "float16": 1, "bfloat16": 2}
-    if name not in codes:
-        raise Error(1, f"dtype {name} is not one of float32, float16, bfloat16")
-    return codes[name]
+    if _dtype_name(array) not in codes:
+        raise Error(1, f"dtype {_dtype_name(array)} is not one of float32, float16, bfloat16")
+    return codes[_dtype_name(array)]
 
 
 def _check_int32(array, what):
-    if str(array.dtype).replace("torch.", "") != "int32":
+    if _dtype_name(array) != "int32":
         raise Error(1, f"{what} must be int32, got {array.dtype}")
 
 
-class Backend:
+class _Handle:
+    """Owns a handle of the C interface, released by the C function named _DESTROY when collected."""
+
+    _DESTROY = None
+    _handle = None
+
+    def __del__(self):
+        if self._handle and _lib is not None:
+            getattr(_lib, self._DESTROY)(self._handle)
+            self._handle = None
+
+
+class Backend(_Handle):
     """An attention backend: host memory (cpu) or one CUDA device (cuda)."""
+
+    _DESTROY = "kascade_backend_destroy"
 
     def __init__(self, handle, kind):
         self._handle = handle
@@ -239,14 +257,11 @@ class Backend:
     def upload_graph_inputs(self):
         _check(library().kascade_backend_upload_graph_inputs(self._handle))
 
-    def __del__(self):
-        if getattr(self, "_handle", None) and _lib is not None:
-            _lib.kascade_backend_destroy(self._handle)
-            self._handle = None
 
-
-class Policy:
+class Policy(_Handle):
     """An attention policy (kascade/policy.h) over a backend."""
+
+    _DESTROY = "kascade_policy_destroy"
 
     def __init__(self, backend, name, num_layers, num_heads, num_kv_heads, head_dim, topk_fraction=0.10,
                  k_min=128, tile_size=32, rolling=True, anchors=None, head_map=None, calibration=None,
@@ -280,11 +295,6 @@ class Policy:
         self._handle, self._backend = handle, backend  # the backend outlives the policy's handle
         self.num_layers, self.num_heads, self.num_kv_heads, self.head_dim = (
             num_layers, num_heads, num_kv_heads, head_dim)
-
-    def __del__(self):
-        if getattr(self, "_handle", None) and _lib is not None:
-            _lib.kascade_policy_destroy(self._handle)
-            self._handle = None
 
     def begin_forward(self, mode, q_lens, kv_lens):
         """Starts a forward call: mode PREFILL or DECODE; q_lens / kv_lens per sequence (host lists)."""
@@ -337,12 +347,14 @@ class Policy:
         return attended.value, causal.value
 
 
-class Runtime:
+class Runtime(_Handle):
     """A whole model (kascade/runtime.h): a model directory in, tokens or text out.
 
         runtime = kascade.Runtime("models/kascade-tiny", policy="kascade")   # its kascade_calibration.json
         text = runtime.generate_text("The key for blue-door is 4471902. What is the key?", max_new_tokens=8)
     """
+
+    _DESTROY = "kascade_runtime_destroy"
 
     def __init__(self, model_path, device="cpu", policy="dense", calibration=None, num_anchors=0, topk_fraction=0.10,
                  max_context=0, max_batch=8, cuda_device=0, cuda_dtype="bfloat16"):
@@ -364,11 +376,6 @@ class Runtime:
         _check(lib.kascade_runtime_create(ctypes.byref(options), ctypes.byref(handle)))
         self._handle = handle
         self.last_stats = None
-
-    def __del__(self):
-        if getattr(self, "_handle", None) and _lib is not None:
-            _lib.kascade_runtime_destroy(self._handle)
-            self._handle = None
 
     def describe(self):
         return library().kascade_runtime_describe(self._handle).decode()
