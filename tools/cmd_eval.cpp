@@ -10,7 +10,7 @@
 // included), run greedily with the task's max_new_tokens (stopping at the model's end-of-sequence
 // tokens) and scored with the suite's RULER scorers. The kascade policies read
 // <model dir>/kascade_calibration.json when no --calibration or --anchors is given and the file
-// exists; otherwise they are refused with a message saying how to make one.
+// exists; otherwise they are refused (runtime::choose_schedule) with a message saying how to make one.
 // Output: stderr a progress line (samples done / total, samples/s, ETA); stdout the markdown table;
 // in --out: results.json (eval/results.h format), results.md, samples.jsonl (every prediction) and
 // accuracy.png from scripts/plot_eval.py (missing matplotlib is reported; the command still succeeds).
@@ -91,21 +91,15 @@ Result<std::vector<int32_t>> parse_int_list(const std::string& text, const char*
   return out;
 }
 
-// The policies with their attention options; the kascade variants get the anchors (--anchors), the
-// calibration file (--calibration, else the model directory's default file), or a clear refusal.
-Result<std::vector<eval::EvalPolicy>> make_policies(const Args& a, std::string* schedule_note) {
+// The policies with their attention options: the kascade variants get the anchors (--anchors), or the
+// calibration file (--calibration, else the model directory's default file); runtime::choose_schedule
+// (through eval::check_eval_plan) refuses both, neither, and a schedule for a policy that reads none.
+Result<std::vector<eval::EvalPolicy>> make_policies(const Args& a) {
   KC_ASSIGN_OR_RETURN(const std::vector<std::string> names, split_list(a.policies, "--policies"));
   std::vector<int32_t> anchors;
   if (!a.anchors.empty()) {
     KC_ASSIGN_OR_RETURN(anchors, parse_int_list(a.anchors, "--anchors"));
   }
-  KC_CHECK_ARG(a.anchors.empty() || a.calibration.empty(), "give --calibration or --anchors, not both");
-  KC_CHECK_ARG(a.anchors.empty() || a.num_anchors == 0,
-               "--num-anchors picks an anchor set of a calibration file; "
-               "it does not apply to --anchors");
-  const std::string default_file = default_calibration_file(a.runtime.model);
-  const std::string expected_file = (model_dir_of(a.runtime.model) / "kascade_calibration.json").string();
-  std::string calibration = a.calibration;
   std::vector<eval::EvalPolicy> policies;
   for (const std::string& name : names) {
     eval::EvalPolicy p;
@@ -115,25 +109,24 @@ Result<std::vector<eval::EvalPolicy>> make_policies(const Args& a, std::string* 
     p.attention.k_min = a.budget.k_min;
     p.attention.tile_size = a.budget.tile;
     if (policy::policy_uses_schedule(name)) {
-      if (!anchors.empty()) {
-        p.attention.anchors = anchors;
-        *schedule_note = "anchors " + a.anchors + " (identity head map)";
-      } else {
-        if (calibration.empty()) calibration = default_file;
-        if (calibration.empty())
-          return invalid_argument("policy '", name, "' needs anchor layers: no --calibration was given and ",
-                                  expected_file, " does not exist; make it with `kascade calibrate --model ",
-                                  a.runtime.model, " --out ", expected_file,
-                                  "`, or pass --calibration FILE, or --anchors 0,L1,L2,... (identity head map)");
-        p.attention.calibration_file = calibration;
-        p.attention.num_anchors = a.num_anchors;
-        *schedule_note = "calibration " + calibration +
-                         (a.num_anchors > 0 ? " (" + std::to_string(a.num_anchors) + " anchors)" : "");
-      }
+      p.attention.calibration_file = a.calibration;
+      p.attention.num_anchors = a.num_anchors;
+      p.attention.anchors = anchors;
+      runtime::use_default_calibration_file(p.attention, a.runtime.model);
     }
     policies.push_back(std::move(p));
   }
   return policies;
+}
+
+// Which anchors the kascade variants of the plan use ("anchors 0,2,5 from FILE", ...), "" when none is one.
+Result<std::string> schedule_note_of(const Runtime& runtime, const std::vector<eval::EvalPolicy>& policies) {
+  for (const eval::EvalPolicy& p : policies) {
+    if (!policy::policy_uses_schedule(p.attention.policy)) continue;
+    KC_ASSIGN_OR_RETURN(const runtime::PolicySetup setup, runtime::build_policy_config(runtime.config(), p.attention));
+    return setup.schedule_note;
+  }
+  return std::string();
 }
 
 std::string now_utc() {
@@ -149,8 +142,7 @@ Status run(const Args& a) {
   KC_ASSIGN_OR_RETURN(const eval::Split split, eval::parse_split(a.split));
   KC_ASSIGN_OR_RETURN(const uint64_t effective, eval::effective_seed(split, a.seed));
   (void)effective;  // validates the seed before any work
-  std::string schedule_note;
-  KC_ASSIGN_OR_RETURN(const std::vector<eval::EvalPolicy> policies, make_policies(a, &schedule_note));
+  KC_ASSIGN_OR_RETURN(const std::vector<eval::EvalPolicy> policies, make_policies(a));
 
   const fs::path model_dir = model_dir_of(a.runtime.model);
   const std::string tokenizer_path = a.tokenizer.empty() ? (model_dir / "tokenizer.json").string() : a.tokenizer;
@@ -172,6 +164,7 @@ Status run(const Args& a) {
   plan.samples = a.samples;
   plan.policies = policies;
   KC_RETURN_IF_ERROR(eval::check_eval_plan(*runtime, plan));
+  KC_ASSIGN_OR_RETURN(const std::string schedule_note, schedule_note_of(*runtime, policies));
   std::error_code ec;
   fs::create_directories(a.out, ec);
   if (ec) return io_error("cannot create the output directory '", a.out, "': ", ec.message());

@@ -33,7 +33,6 @@
 #include "commands.h"
 #include "kascade/runtime.h"
 #include "kascade/tokenizer.h"
-#include "policy/policy_program.h"
 #include "runtime/report.h"
 #include "runtime_flags.h"
 
@@ -202,13 +201,11 @@ Status run(const Args& a) {
   KC_ASSIGN_OR_RETURN(RuntimeOptions o, to_runtime_options(a.runtime, &a.budget));
   o.attention.policy = a.attention;
   o.attention.calibration_file = a.calibration;
-  if (a.calibration.empty() && a.anchors.empty() && policy::policy_uses_schedule(a.attention)) {
-    o.attention.calibration_file = default_calibration_file(a.runtime.model);
-  }
   o.attention.num_anchors = a.num_anchors;
   if (!a.anchors.empty()) {
     KC_ASSIGN_OR_RETURN(o.attention.anchors, parse_int_list(a.anchors, "--anchors"));
   }
+  runtime::use_default_calibration_file(o.attention, a.runtime.model);
   o.page_size = a.page_size;
   KC_ASSIGN_OR_RETURN(o.kv_dtype, parse_dtype(a.kv_dtype));
 

@@ -21,7 +21,6 @@
 #include "kascade/policy.h"
 #include "kascade/runtime.h"
 #include "kascade/tokenizer.h"
-#include "policy/policy_program.h"
 #include "runtime/policy_setup.h"
 
 #include "cuda/backend/graph_pass.h"  // GraphPass: plain C++; the passes themselves need the CUDA backend
@@ -96,6 +95,7 @@ kascade::Result<kascade::PolicyConfig> policy_config_of(const kascade_policy_con
   kascade::runtime::ScheduleRequest request;
   request.file_option = "config.calibration_file";
   request.anchors_option = "config.anchors";
+  request.num_anchors_option = "config.calibration_num_anchors";
   if (c.calibration_file != nullptr) request.calibration_file = c.calibration_file;
   request.num_anchors = c.calibration_num_anchors;
   request.anchors.assign(c.anchors, c.anchors + c.num_anchors);
@@ -294,11 +294,8 @@ int32_t kascade_runtime_create(const kascade_runtime_options* options, kascade_r
     o.attention.policy = options->policy;
     o.attention.num_anchors = options->num_anchors;
     o.attention.topk_fraction = options->topk_fraction;
-    if (options->calibration_file != nullptr) {
-      o.attention.calibration_file = options->calibration_file;
-    } else if (kascade::policy::policy_uses_schedule(o.attention.policy)) {
-      o.attention.calibration_file = kascade::runtime::default_calibration_file(options->model_path);
-    }
+    if (options->calibration_file != nullptr) o.attention.calibration_file = options->calibration_file;
+    kascade::runtime::use_default_calibration_file(o.attention, options->model_path);
     // The runtime first: its errors name the model path as given (a missing directory, config.json, weights).
     KC_ASSIGN_OR_RETURN(std::unique_ptr<kascade::Runtime> runtime, kascade::Runtime::create(o));
     const std::filesystem::path tokenizer_path =

@@ -29,6 +29,11 @@ std::string default_calibration_file(const std::string& model) {
   return std::filesystem::exists(file) ? file.string() : std::string();
 }
 
+void use_default_calibration_file(AttentionOptions& options, const std::string& model) {
+  if (options.calibration_file.empty() && options.anchors.empty() && policy::policy_uses_schedule(options.policy))
+    options.calibration_file = default_calibration_file(model);
+}
+
 Result<Schedule> schedule_from_calibration(const std::string& path, int32_t num_anchors, const ScheduleShape& shape,
                                            std::string* note) {
   auto file = calib::read_calibration_file(path);
@@ -62,8 +67,10 @@ Result<Schedule> choose_schedule(const std::string& policy, const ScheduleShape&
   const bool has_anchors = !r.anchors.empty();
   KC_CHECK_ARG(!(has_file && (has_anchors || !r.head_map.empty())), "give either a calibration file (", r.file_option,
                ") or ", r.anchors_option, ", not both");
-  KC_CHECK_ARG(r.num_anchors >= 0, "the anchor count ", r.num_anchors, " is negative");
-  KC_CHECK_ARG(r.num_anchors == 0 || has_file, "an anchor count applies to a calibration file only");
+  KC_CHECK_ARG(r.num_anchors >= 0, "the anchor count ", r.num_anchors, " (", r.num_anchors_option, ") is negative");
+  KC_CHECK_ARG(r.num_anchors == 0 || has_file, "an anchor count (", r.num_anchors_option, " ", r.num_anchors,
+               ") picks an anchor set of a calibration file (", r.file_option, "); it does not apply to ",
+               r.anchors_option);
   KC_CHECK_ARG(r.head_map.empty() || has_anchors, "a head map needs its anchors (", r.anchors_option, ")");
   if (note != nullptr) note->clear();
   if (!policy::policy_uses_schedule(policy)) {

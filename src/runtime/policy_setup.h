@@ -33,6 +33,10 @@ std::filesystem::path model_dir_of(const std::string& model);
 // The calibration file the kascade policies use when none is given: <model dir>/kascade_calibration.json
 // if it exists, else "" (the policy then asks for one). Used by the CLI and the C interface.
 std::string default_calibration_file(const std::string& model);
+// Sets options.calibration_file to default_calibration_file(model) when the policy reads a schedule and the
+// user gave neither a calibration file nor anchors (a missing default leaves it empty, and build_policy_config
+// then refuses the policy saying how to make one). Used by `kascade generate`, `kascade eval` and the C interface.
+void use_default_calibration_file(AttentionOptions& options, const std::string& model);
 
 // The attention shape a calibration file must describe.
 struct ScheduleShape {
@@ -55,6 +59,7 @@ struct ScheduleRequest {
   std::vector<int32_t> head_map;   // ... with this head map [layers * KV heads] (empty: identity)
   std::string file_option = "--calibration";
   std::string anchors_option = "--anchors";
+  std::string num_anchors_option = "--num-anchors";
 };
 // The schedule of `policy` for a model of `shape`: empty for a policy that reads none (then nothing may be
 // given), a calibration file's set, or the given anchors; giving both, neither (for a kascade variant), a head

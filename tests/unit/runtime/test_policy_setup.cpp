@@ -2,10 +2,12 @@
 // budget from --topk-fraction, identity schedules from --anchors, schedules read back from a
 // calibration file written through the calibration API (with a non-identity head map), and every
 // refusal (unknown policy, kascade without anchors, anchors for a policy that reads none, both a
-// file and anchors, a file for another model shape, a missing anchor count).
+// file and anchors, a file for another model shape, a missing anchor count), and the model directory's default
+// calibration file (use_default_calibration_file).
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "kascade/calibration.h"
 #include "runtime/policy_setup.h"
@@ -96,6 +98,43 @@ TEST(PolicySetup, CalibrationFileSuppliesAnchorsAndHeadMap) {
   EXPECT_NE(gone.status().message().find(path), std::string::npos) << gone.status().message();
 }
 
+// use_default_calibration_file: <model dir>/kascade_calibration.json for a kascade variant given neither a file
+// nor anchors (the model given as its directory or its config.json); nothing for dense, for given anchors or a
+// given file, and nothing when the directory has no such file.
+TEST(PolicySetup, DefaultCalibrationFileIsTheModelDirectorysOwn) {
+  namespace fs = std::filesystem;
+  const fs::path dir = testing::test_temp_path("model_with_calibration");
+  fs::create_directories(dir);
+  const std::string model = dir.string();
+  const std::string expected = (dir / "kascade_calibration.json").string();
+  AttentionOptions o;
+  o.policy = "kascade";
+  use_default_calibration_file(o, model);
+  EXPECT_EQ(o.calibration_file, "") << "no file in the directory yet";
+  std::ofstream(expected) << "{}";
+  use_default_calibration_file(o, model);
+  EXPECT_EQ(o.calibration_file, expected);
+  AttentionOptions via_config;
+  via_config.policy = "kascade-decode";
+  use_default_calibration_file(via_config, (dir / "config.json").string());
+  EXPECT_EQ(via_config.calibration_file, expected);
+  AttentionOptions given_file;
+  given_file.policy = "kascade";
+  given_file.calibration_file = "mine.json";
+  use_default_calibration_file(given_file, model);
+  EXPECT_EQ(given_file.calibration_file, "mine.json");
+  AttentionOptions given_anchors;
+  given_anchors.policy = "kascade";
+  given_anchors.anchors = {0, 2};
+  use_default_calibration_file(given_anchors, model);
+  EXPECT_EQ(given_anchors.calibration_file, "") << "anchors were given";
+  AttentionOptions dense;
+  dense.policy = "dense";
+  use_default_calibration_file(dense, model);
+  EXPECT_EQ(dense.calibration_file, "") << "dense reads no schedule";
+  fs::remove_all(dir);
+}
+
 TEST(PolicySetup, Refusals) {
   AttentionOptions o;
   o.policy = "sparse-magic";
@@ -171,9 +210,13 @@ TEST(PolicySetup, ChooseScheduleTakesAGivenHeadMapAndNamesTheCallersOptions) {
   EXPECT_NE(message.find("config.calibration_file"), std::string::npos) << message;
   EXPECT_NE(message.find("config.anchors"), std::string::npos) << message;
   ScheduleRequest count_only = none;
+  count_only.num_anchors_option = "config.calibration_num_anchors";
   count_only.num_anchors = 3;
-  EXPECT_NE(choose_schedule("kascade", shape, count_only, nullptr).status().message().find("calibration file only"),
-            std::string::npos);
+  const std::string count_message = choose_schedule("kascade", shape, count_only, nullptr).status().message();
+  EXPECT_NE(count_message.find("an anchor count (config.calibration_num_anchors 3) picks an anchor set of a "
+                               "calibration file (config.calibration_file)"),
+            std::string::npos)
+      << count_message;
 }
 
 }  // namespace
