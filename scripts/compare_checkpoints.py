@@ -7,7 +7,8 @@ more than the noise of those samples.
   python3 scripts/compare_checkpoints.py SHIPPED_EVAL_DIR CANDIDATE_EVAL_DIR [--margin 2.0] [--out table.md]
 
 Each folder holds the samples.jsonl that `kascade eval -o DIR` writes. Pairs are matched on
-(task, length, policy, index); a sample present in one run only is an error (not the same samples).
+(task, length, policy, index); a sample present in one run only, or a pair whose expected answers differ
+(another split, seed or generator), is an error (not the same samples).
 The verdict: the mean paired difference d (points, 0-100) with its standard error s (the sample
 standard deviation of the per-sample differences over sqrt(n)); "ahead" when d - 2s > margin, "behind"
 when d + 2s < -margin, else "not separable" — with 22 samples one flipped sample is 4.5 points, so
@@ -35,7 +36,7 @@ def load(folder):
             key = (s["task"], int(s["length"]), s["policy"], int(s["index"]))
             if key in samples:
                 raise SystemExit(f"{path}:{line_number}: sample {key} appears twice")
-            samples[key] = float(s["score"])
+            samples[key] = (float(s["score"]), s.get("answers"))
     if not samples:
         raise SystemExit(f"{path}: no samples")
     return samples
@@ -54,6 +55,13 @@ def main():
         print(f"compare_checkpoints: the runs hold different samples (e.g. {only[0]}); run both with the same "
               "--tasks, --lengths, --split, --seed and --samples", file=sys.stderr)
         return 2
+    for key in sorted(shipped):
+        if shipped[key][1] != candidate[key][1]:
+            print(f"compare_checkpoints: sample {key} expects {shipped[key][1]} in one run and {candidate[key][1]} in "
+                  "the other; run both with the same --split and --seed (and the same task generator)", file=sys.stderr)
+            return 2
+    shipped = {k: v[0] for k, v in shipped.items()}
+    candidate = {k: v[0] for k, v in candidate.items()}
     keys = sorted(shipped)
     by_cell = defaultdict(list)
     for k in keys:

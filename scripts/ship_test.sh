@@ -6,6 +6,9 @@
 # Environment: LENGTHS (default 16k), SAMPLES per task and length (default 8), TASKS (default the
 # 11 retrieval tasks), MARGIN in points (default 2). Extra options go to both evals, e.g.
 # `--device cuda` on the GPU machine (seconds per 16K sample there; ~30 s each on the 2-core CPU).
+# SHIPPED_DIR may also be the OUT_DIR/shipped folder of an earlier ship test (a folder holding samples.jsonl): its
+# results are reused instead of evaluating the shipped checkpoint again, so a candidate can be compared when the
+# shipped checkpoint is not on the machine (compare_checkpoints.py refuses results of other samples).
 set -euo pipefail
 bin=${1:?KASCADE_BINARY}
 shipped=${2:?SHIPPED_DIR}
@@ -15,11 +18,17 @@ shift 4
 here=$(cd "$(dirname "$0")" && pwd)
 tasks=${TASKS:-niah_single_1,niah_single_2,niah_single_3,niah_multikey_1,niah_multikey_2,niah_multikey_3,niah_multivalue,niah_multiquery,kv_retrieval,vt,multihop_qa}
 mkdir -p "$out"
+shipped_results=$out/shipped
+if [[ -f "$shipped/samples.jsonl" ]]; then
+  echo "ship_test: shipped = the saved results in $shipped"
+  shipped_results=$shipped
+fi
 for which in shipped candidate; do
   dir=$shipped
   [[ $which == candidate ]] && dir=$candidate
+  [[ $which == shipped && $shipped_results != "$out/shipped" ]] && continue
   echo "ship_test: $which = $dir"
   "$bin" eval -m "$dir" --tasks "$tasks" --lengths "${LENGTHS:-16k}" --policies dense --samples "${SAMPLES:-8}" \
     --split dev --no-plot -o "$out/$which" "$@"
 done
-python3 "$here/compare_checkpoints.py" "$out/shipped" "$out/candidate" --margin "${MARGIN:-2}" --out "$out/compare.md"
+python3 "$here/compare_checkpoints.py" "$shipped_results" "$out/candidate" --margin "${MARGIN:-2}" --out "$out/compare.md"

@@ -3,7 +3,7 @@
 # test) on hand-made samples.jsonl pairs: equal runs are not separable, a candidate right on every
 # sample the shipped one missed is ahead (and the reverse behind), one flipped sample of 22 is not
 # separable, per-cell and overall percentages come from the scores, and runs of different samples
-# are refused with exit status 2.
+# are refused with exit status 2 (other keys, or the same keys expecting other answers).
 #   tests/scripts/test_compare_checkpoints.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -43,4 +43,12 @@ grep -q "Verdict: \*\*not separable\*\* — paired difference +4.5 ± 4.5" "$out
 write "$out/fewer" "$tasks" 1 "1.0"
 if python3 "$tool" "$out/ship" "$out/fewer" >"$out/report.md" 2>"$out/err.log"; then fail "different samples accepted"; fi
 grep -q "different samples" "$out/err.log" || fail "the refusal names the problem"
+# The same keys with other expected answers (another seed or split): refused too.
+for which in ship other; do
+  mkdir -p "$out/ans_$which"
+  python3 -c "import json,sys; print(json.dumps({'task': 'a', 'length': 16384, 'policy': 'dense', 'index': 0, 'score': 1.0, 'answers': [sys.argv[1]]}))" \
+    "$which" >"$out/ans_$which/samples.jsonl"
+done
+if python3 "$tool" "$out/ans_ship" "$out/ans_other" >"$out/report.md" 2>"$out/err.log"; then fail "other answers accepted"; fi
+grep -q "expects \['ship'\] in one run and \['other'\]" "$out/err.log" || { cat "$out/err.log"; fail "the answers refusal"; }
 echo "compare_checkpoints.py: verdicts, tables and refusal as expected"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/scripts/test_ship_test.sh — scripts/ship_test.sh end to end on the CPU with the shipped
 # kascade-tiny as both checkpoints (one task, 1K, one sample): both evals run on the same samples,
-# compare.md holds the table, and the verdict of a checkpoint against itself is "not separable".
+# compare.md holds the table, and the verdict of a checkpoint against itself is "not separable"; then the
+# shipped side from those saved results (not evaluated again), and saved results of other samples refused.
 #   tests/scripts/test_ship_test.sh KASCADE_BINARY
 set -euo pipefail
 bin=${1:?KASCADE_BINARY}
@@ -18,4 +19,17 @@ done
 grep -q "| niah_single_1 | 1024 | dense | 1 |" "$out/run/compare.md" || fail "the table row"
 grep -q "Verdict: \*\*not separable\*\* — paired difference +0.0 ± 0.0" "$out/run/compare.md" ||
   fail "a checkpoint against itself"
-echo "ship_test.sh: both evals and the comparison as expected"
+# The shipped side from the saved results of that run: no second eval of it, the same verdict.
+OMP_WAIT_POLICY=PASSIVE TASKS=niah_single_1 LENGTHS=1k SAMPLES=1 "$here/scripts/ship_test.sh" "$bin" \
+  "$out/run/shipped" "$here/models/kascade-tiny" "$out/saved" --no-progress >"$out/log" 2>&1 ||
+  fail "ship_test.sh with saved shipped results exited non-zero"
+grep -q "shipped = the saved results in $out/run/shipped" "$out/log" || fail "the saved results were not used"
+[[ ! -e "$out/saved/shipped" ]] || fail "the shipped checkpoint was evaluated again"
+grep -q "Verdict: \*\*not separable\*\* — paired difference +0.0 ± 0.0" "$out/saved/compare.md" ||
+  fail "a checkpoint against its own saved results"
+# Saved results of other samples (another seed) are refused.
+OMP_WAIT_POLICY=PASSIVE TASKS=niah_single_1 LENGTHS=1k SAMPLES=1 "$here/scripts/ship_test.sh" "$bin" \
+  "$out/run/shipped" "$here/models/kascade-tiny" "$out/seeded" --no-progress --seed 5 >"$out/log" 2>&1 &&
+  fail "saved results of other samples were accepted"
+grep -q "expects" "$out/log" || fail "the refusal of other samples does not say why"
+echo "ship_test.sh: both evals, the comparison and saved shipped results as expected"
