@@ -45,4 +45,11 @@ std::string_view draw_train_word(DetRng& rng, std::span<const std::string_view> 
   return words[i];
 }
 
+std::string_view draw_relation_word(DetRng& rng, const RelationWordList& list, const char* param, TaskOutput& out) {
+  const bool open = list.words.size() > list.curated && rng.below(2) == 1;
+  const uint64_t i = open ? list.curated + rng.below(list.words.size() - list.curated) : rng.below(list.curated);
+  out.params[param] = static_cast<int64_t>(i);
+  return list.words[i];
+}
+
 }  // namespace kascade::eval

@@ -15,6 +15,7 @@
 
 #include "eval/fill.h"
 #include "eval/haystack.h"
+#include "eval/templates.h"
 #include "kascade/status.h"
 #include "kascade/tasks.h"
 
@@ -63,6 +64,10 @@ double draw_depth(DetRng& rng, const std::optional<double>& requested);
 // out.params[param] (so tests and readers of the samples can tell which was drawn).
 std::string_view draw_train_word(DetRng& rng, std::span<const std::string_view> words, const char* param,
                                  TaskOutput& out);
+
+// Train split: a fact relation word (templates.h), from the curated words or, half the time, the open
+// vocabulary; its index in list.words recorded in out.params[param].
+std::string_view draw_relation_word(DetRng& rng, const RelationWordList& list, const char* param, TaskOutput& out);
 
 // The most filler units a budget can need when every unit costs at least one token.
 inline int64_t max_units_for(int64_t budget) { return 4 * budget + 16; }

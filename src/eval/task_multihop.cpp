@@ -9,7 +9,8 @@
 // single lookup a small model can learn; the scorer still looks for the person's name alone, and
 // eval / dev completions stay the bare answer. Train phrasings name the relations with {place} and
 // {role}, composed per sample from fact_train_relation_words() (params place_modifier, place_noun,
-// role_modifier, role_noun: the indices drawn).
+// role_modifier, role_noun: the indices drawn; each word from the curated list or, half the time, the
+// train split's open vocabulary).
 // Tested by tests/unit/eval/test_tasks.cpp (parses the facts and follows the chain).
 #include <unordered_set>
 
@@ -31,10 +32,10 @@ Result<TaskOutput> generate_multihop(const TaskContext& ctx) {
   std::string place, role;  // the train phrasings' {place} and {role}, one of each per sample
   if (ctx.split == Split::kTrain) {
     const FactRelationWords& w = fact_train_relation_words();
-    const std::string_view place_modifier = draw_train_word(rng, w.place_modifiers, "place_modifier", out);
-    place = compose_relation(place_modifier, draw_train_word(rng, w.place_nouns, "place_noun", out));
-    const std::string_view role_modifier = draw_train_word(rng, w.role_modifiers, "role_modifier", out);
-    role = compose_relation(role_modifier, draw_train_word(rng, w.role_nouns, "role_noun", out));
+    const std::string_view place_modifier = draw_relation_word(rng, w.place_modifiers, "place_modifier", out);
+    place = compose_relation(place_modifier, draw_relation_word(rng, w.place_nouns, "place_noun", out));
+    const std::string_view role_modifier = draw_relation_word(rng, w.role_modifiers, "role_modifier", out);
+    role = compose_relation(role_modifier, draw_relation_word(rng, w.role_nouns, "role_noun", out));
   }
   const WordStream& stream = WordStream::get(ctx.split, HaystackKind::kNatural);
   const int64_t start = stream.random_sentence_start(rng);

@@ -5,8 +5,13 @@
 #include "eval/templates.h"
 
 #include <array>
+#include <cctype>
+#include <span>
 #include <string>
+#include <unordered_set>
 #include <vector>
+
+#include "eval/vocab.h"
 
 namespace kascade::eval {
 
@@ -411,9 +416,57 @@ std::span<const FactPhrasing> fact_phrasings(Split s) {
   }();
   return pick(s, train, kFactDev, kFactEval);
 }
+namespace {
+// The lower-cased words of the dev and eval fact sentences (placeholders skipped): what no train relation
+// word may be.
+std::unordered_set<std::string> dev_and_eval_fact_words() {
+  std::unordered_set<std::string> out;
+  auto add = [&](std::string_view text) {
+    std::string word;
+    for (size_t i = 0; i <= text.size(); ++i) {
+      if (i < text.size() && text[i] == '{') {
+        i = text.find('}', i);
+        word.clear();
+        continue;
+      }
+      if (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) {
+        word.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(text[i]))));
+      } else if (!word.empty()) {
+        out.insert(word);
+        word.clear();
+      }
+    }
+  };
+  for (const auto& phrasings : {std::span<const FactPhrasing>(kFactDev), std::span<const FactPhrasing>(kFactEval)}) {
+    for (const FactPhrasing& p : phrasings) {
+      add(p.first_fact);
+      add(p.second_fact);
+      add(p.question);
+    }
+  }
+  return out;
+}
+
+RelationWordList relation_list(std::span<const std::string_view> curated, std::span<const std::string_view> open,
+                               const std::unordered_set<std::string>& banned) {
+  RelationWordList list;
+  list.words.assign(curated.begin(), curated.end());
+  list.curated = list.words.size();
+  for (const std::string_view w : open)
+    if (!banned.count(std::string(w))) list.words.push_back(w);
+  return list;
+}
+}  // namespace
+
 const FactRelationWords& fact_train_relation_words() {
-  static const FactRelationWords words{kFactTrainPlaceModifiers, kFactTrainPlaceNouns, kFactTrainRoleModifiers,
-                                       kFactTrainRoleNouns};
+  static const FactRelationWords words = [] {
+    const std::unordered_set<std::string> banned = dev_and_eval_fact_words();
+    const SplitWords& open = split_words(Split::kTrain);
+    return FactRelationWords{relation_list(kFactTrainPlaceModifiers, open.adjectives, banned),
+                             relation_list(kFactTrainPlaceNouns, open.nouns, banned),
+                             relation_list(kFactTrainRoleModifiers, open.adjectives, banned),
+                             relation_list(kFactTrainRoleNouns, open.nouns, banned)};
+  }();
   return words;
 }
 std::string compose_relation(std::string_view modifier, std::string_view noun) {

@@ -208,8 +208,9 @@ TEST(EvalSplits, TrainDrawnWordsAreNoDevOrEvalNeedleOrFactWords) {
     for (const auto& w : literal_words(adj)) EXPECT_FALSE(needle_words.count(w)) << "train adjective " << adj;
   }
   const FactRelationWords& r = fact_train_relation_words();
-  for (const auto list : {r.place_modifiers, r.place_nouns, r.role_modifiers, r.role_nouns}) {
-    for (const auto phrase : list) {
+  for (const RelationWordList* list : {&r.place_modifiers, &r.place_nouns, &r.role_modifiers, &r.role_nouns}) {
+    EXPECT_GE(list->words.size(), list->curated + 300) << "the open vocabulary follows the curated words";
+    for (const auto phrase : list->words) {
       for (const auto& w : literal_words(phrase)) EXPECT_FALSE(fact_words.count(w)) << "train relation word " << phrase;
     }
   }
@@ -225,14 +226,15 @@ TEST(EvalSplits, TrainDrawnWordsAreNoDevOrEvalNeedleOrFactWords) {
     EXPECT_EQ(std::count_if(op.begin(), op.end(), [](char c) { return std::isupper(static_cast<unsigned char>(c)); }), 0) << op;
     for (const auto& w : literal_words(op)) EXPECT_FALSE(vt_words.count(w)) << "train operator " << op;
   }
-  EXPECT_GE(r.place_modifiers.size() * r.place_nouns.size(), 200u);
-  EXPECT_GE(r.role_modifiers.size() * r.role_nouns.size(), 150u);
+  EXPECT_GE(r.place_modifiers.curated * r.place_nouns.curated, 200u);
+  EXPECT_GE(r.role_modifiers.curated * r.role_nouns.curated, 150u);
   EXPECT_EQ(compose_relation("", "spa town"), "spa town");
   EXPECT_EQ(compose_relation("northern", "garrison"), "northern garrison");
 }
 
 TEST(EvalSplits, TrainPromptsCarryTheirDrawnWords) {
   std::set<int64_t> adjectives, place_nouns, role_nouns;
+  int curated_roles = 0, open_roles = 0;
   for (int64_t index = 0; index < 24; ++index) {
     for (const std::string task : {"niah_single_2", "niah_multivalue", "niah_multikey_3"}) {
       SampleRequest req{task, Split::kTrain, 800, 5, index, std::nullopt, std::nullopt};
@@ -254,10 +256,13 @@ TEST(EvalSplits, TrainPromptsCarryTheirDrawnWords) {
     if (!s->params.contains("place_noun")) continue;
     const FactRelationWords& r = fact_train_relation_words();
     const auto idx = [&](const char* p) { return static_cast<size_t>(s->params.at(p)); };
-    const std::string place = compose_relation(r.place_modifiers[idx("place_modifier")], r.place_nouns[idx("place_noun")]);
-    const std::string role = compose_relation(r.role_modifiers[idx("role_modifier")], r.role_nouns[idx("role_noun")]);
+    const std::string place =
+        compose_relation(r.place_modifiers.words[idx("place_modifier")], r.place_nouns.words[idx("place_noun")]);
+    const std::string role =
+        compose_relation(r.role_modifiers.words[idx("role_modifier")], r.role_nouns.words[idx("role_noun")]);
     place_nouns.insert(s->params.at("place_noun"));
     role_nouns.insert(s->params.at("role_noun"));
+    (idx("role_noun") < r.role_nouns.curated ? curated_roles : open_roles) += 1;
     // The 3 hand-written phrasings name their own relations; the patterns name the drawn ones.
     if (s->template_id >= 3) {
       EXPECT_NE(s->prompt.find(place), std::string::npos) << place;
@@ -267,6 +272,9 @@ TEST(EvalSplits, TrainPromptsCarryTheirDrawnWords) {
   EXPECT_GE(adjectives.size(), 12u) << "the adjective is drawn per sample";
   EXPECT_GE(place_nouns.size(), 8u);
   EXPECT_GE(role_nouns.size(), 8u);
+  // Both halves of a relation list are drawn (24 samples: each side at least 4 times, p < 1e-3 to fail by chance).
+  EXPECT_GE(curated_roles, 4) << "curated role nouns drawn";
+  EXPECT_GE(open_roles, 4) << "open-vocabulary role nouns drawn";
   for (const Split split : {Split::kDev, Split::kEval}) {
     SampleRequest req{"niah_single_2", split, 800, 5, 0, std::nullopt, std::nullopt};
     auto s = generate_sample(req, count_whitespace_tokens);

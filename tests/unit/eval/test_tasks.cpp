@@ -331,8 +331,8 @@ std::vector<std::map<std::string, std::string>> match_template(std::string_view 
 std::string with_relations(std::string_view tmpl, const Sample& s) {
   if (!s.params.contains("place_noun")) return std::string(tmpl);
   const FactRelationWords& w = fact_train_relation_words();
-  auto at = [&](std::span<const std::string_view> words, const char* param) {
-    return words[static_cast<size_t>(s.params.at(param))];
+  auto at = [&](const RelationWordList& list, const char* param) {
+    return list.words[static_cast<size_t>(s.params.at(param))];
   };
   const std::string place = compose_relation(at(w.place_modifiers, "place_modifier"), at(w.place_nouns, "place_noun"));
   const std::string role = compose_relation(at(w.role_modifiers, "role_modifier"), at(w.role_nouns, "role_noun"));
