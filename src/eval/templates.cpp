@@ -7,8 +7,8 @@
 #include <array>
 #include <cctype>
 #include <span>
+#include <set>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "eval/vocab.h"
@@ -416,39 +416,42 @@ std::span<const FactPhrasing> fact_phrasings(Split s) {
   }();
   return pick(s, train, kFactDev, kFactEval);
 }
-namespace {
-// The lower-cased words of the dev and eval fact sentences (placeholders skipped): what no train relation
-// word may be.
-std::unordered_set<std::string> dev_and_eval_fact_words() {
-  std::unordered_set<std::string> out;
-  auto add = [&](std::string_view text) {
-    std::string word;
-    for (size_t i = 0; i <= text.size(); ++i) {
-      if (i < text.size() && text[i] == '{') {
-        i = text.find('}', i);
-        word.clear();
-        continue;
-      }
-      if (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) {
-        word.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(text[i]))));
-      } else if (!word.empty()) {
-        out.insert(word);
-        word.clear();
-      }
+std::set<std::string> literal_words(std::string_view text) {
+  static const std::set<std::string> function_words = {"the", "of", "is", "in", "to", "a"};
+  std::set<std::string> out;
+  std::string word;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i < text.size() && text[i] == '{') {
+      i = text.find('}', i);
+      word.clear();
+      continue;
     }
-  };
+    if (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) {
+      word.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(text[i]))));
+    } else if (!word.empty()) {
+      if (!function_words.count(word)) out.insert(word);
+      word.clear();
+    }
+  }
+  return out;
+}
+
+namespace {
+// The words of the dev and eval fact sentences and questions: what no train relation word may be.
+std::set<std::string> dev_and_eval_fact_words() {
+  std::set<std::string> out;
   for (const auto& phrasings : {std::span<const FactPhrasing>(kFactDev), std::span<const FactPhrasing>(kFactEval)}) {
     for (const FactPhrasing& p : phrasings) {
-      add(p.first_fact);
-      add(p.second_fact);
-      add(p.question);
+      out.merge(literal_words(p.first_fact));
+      out.merge(literal_words(p.second_fact));
+      out.merge(literal_words(p.question));
     }
   }
   return out;
 }
 
 RelationWordList relation_list(std::span<const std::string_view> curated, std::span<const std::string_view> open,
-                               const std::unordered_set<std::string>& banned) {
+                               const std::set<std::string>& banned) {
   RelationWordList list;
   list.words.assign(curated.begin(), curated.end());
   list.curated = list.words.size();
@@ -460,7 +463,7 @@ RelationWordList relation_list(std::span<const std::string_view> curated, std::s
 
 const FactRelationWords& fact_train_relation_words() {
   static const FactRelationWords words = [] {
-    const std::unordered_set<std::string> banned = dev_and_eval_fact_words();
+    const std::set<std::string> banned = dev_and_eval_fact_words();
     const SplitWords& open = split_words(Split::kTrain);
     return FactRelationWords{relation_list(kFactTrainPlaceModifiers, open.adjectives, banned),
                              relation_list(kFactTrainPlaceNouns, open.nouns, banned),

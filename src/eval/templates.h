@@ -11,10 +11,12 @@
 // Tested by tests/unit/eval/test_splits.cpp (disjointness, every placeholder resolves).
 #pragma once
 
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "kascade/status.h"
 #include "kascade/tasks.h"
@@ -98,6 +100,9 @@ std::span<const FactPhrasing> fact_phrasings(Split split);
 // adjectives as modifiers, its nouns as nouns: "brave" + "lamp"), which draw_relation_word takes half the time,
 // so that a model learns to copy a relation from the question rather than recall it from a short list. No word
 // of either part is a word of a dev or eval fact ("capital", "mayor", "largest port", "harbour master").
+// The lower-cased words of a template's literal text: placeholders ({city}) and the function words "the", "of",
+// "is", "in", "to", "a" skipped. What the splits' vocabularies are checked against.
+std::set<std::string> literal_words(std::string_view text);
 struct RelationWordList {
   std::vector<std::string_view> words;  // the curated words, then the open vocabulary
   size_t curated = 0;

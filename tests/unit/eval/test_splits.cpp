@@ -168,26 +168,11 @@ TEST(EvalSplits, PromptsCarryNoOtherSplitsPhrasing) {
   }
 }
 
-// The lower-cased content words of a template's literal text (placeholders and a few function words
-// dropped: "the", "of", "is", "in", "to", "a").
-std::set<std::string> literal_words(std::string_view tmpl) {
-  static const std::set<std::string> function_words = {"the", "of", "is", "in", "to", "a"};
-  std::set<std::string> out;
-  std::string word;
-  for (size_t i = 0; i <= tmpl.size(); ++i) {
-    if (i < tmpl.size() && tmpl[i] == '{') {
-      i = tmpl.find('}', i);
-      word.clear();
-      continue;
-    }
-    if (i < tmpl.size() && std::isalpha(static_cast<unsigned char>(tmpl[i]))) {
-      word.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(tmpl[i]))));
-    } else if (!word.empty()) {
-      if (!function_words.count(word)) out.insert(word);
-      word.clear();
-    }
-  }
-  return out;
+// literal_words (templates.h) extracts the words compared below; it is checked on its own first.
+TEST(EvalSplits, LiteralWordsSkipPlaceholdersAndFunctionWords) {
+  EXPECT_EQ(literal_words("The harbour Master of {city} is {person}."), (std::set<std::string>{"harbour", "master"}));
+  EXPECT_EQ(literal_words("{country}"), std::set<std::string>{});
+  EXPECT_EQ(literal_words("a seat-of parliament"), (std::set<std::string>{"seat", "parliament"}));
 }
 
 TEST(EvalSplits, TrainDrawnWordsAreNoDevOrEvalNeedleOrFactWords) {
