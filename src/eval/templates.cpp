@@ -421,9 +421,10 @@ std::set<std::string> literal_words(std::string_view text) {
   std::set<std::string> out;
   std::string word;
   for (size_t i = 0; i <= text.size(); ++i) {
-    if (i < text.size() && text[i] == '{') {
+    if (i < text.size() && text[i] == '{') {  // a placeholder, to its '}' (an unclosed one: to the end)
       i = text.find('}', i);
       word.clear();
+      if (i == std::string_view::npos) break;
       continue;
     }
     if (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) {

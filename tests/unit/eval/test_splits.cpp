@@ -173,6 +173,7 @@ TEST(EvalSplits, LiteralWordsSkipPlaceholdersAndFunctionWords) {
   EXPECT_EQ(literal_words("The harbour Master of {city} is {person}."), (std::set<std::string>{"harbour", "master"}));
   EXPECT_EQ(literal_words("{country}"), std::set<std::string>{});
   EXPECT_EQ(literal_words("a seat-of parliament"), (std::set<std::string>{"seat", "parliament"}));
+  EXPECT_EQ(literal_words("Royal {seat"), std::set<std::string>{"royal"}) << "an unclosed placeholder ends the text";
 }
 
 TEST(EvalSplits, TrainDrawnWordsAreNoDevOrEvalNeedleOrFactWords) {
