@@ -18,17 +18,19 @@ shift 4
 here=$(cd "$(dirname "$0")" && pwd)
 tasks=${TASKS:-niah_single_1,niah_single_2,niah_single_3,niah_multikey_1,niah_multikey_2,niah_multikey_3,niah_multivalue,niah_multiquery,kv_retrieval,vt,multihop_qa}
 mkdir -p "$out"
-shipped_results=$out/shipped
+# evaluate WHICH DIR: the dev samples of the checkpoint in DIR, into OUT_DIR/WHICH.
+evaluate() {
+  echo "ship_test: $1 = $2"
+  "$bin" eval -m "$2" --tasks "$tasks" --lengths "${LENGTHS:-16k}" --policies dense --samples "${SAMPLES:-8}" \
+    --split dev --no-plot -o "$out/$1" "${eval_options[@]}"
+}
+eval_options=("$@")
 if [[ -f "$shipped/samples.jsonl" ]]; then
   echo "ship_test: shipped = the saved results in $shipped"
   shipped_results=$shipped
+else
+  evaluate shipped "$shipped"
+  shipped_results=$out/shipped
 fi
-for which in shipped candidate; do
-  dir=$shipped
-  [[ $which == candidate ]] && dir=$candidate
-  [[ $which == shipped && $shipped_results != "$out/shipped" ]] && continue
-  echo "ship_test: $which = $dir"
-  "$bin" eval -m "$dir" --tasks "$tasks" --lengths "${LENGTHS:-16k}" --policies dense --samples "${SAMPLES:-8}" \
-    --split dev --no-plot -o "$out/$which" "$@"
-done
+evaluate candidate "$candidate"
 python3 "$here/compare_checkpoints.py" "$shipped_results" "$out/candidate" --margin "${MARGIN:-2}" --out "$out/compare.md"

@@ -187,9 +187,10 @@ def _dtype_name(array):
 
 def _dtype_of(array):
     codes = {"float32": 0, "float16": 1, "bfloat16": 2}
-    if _dtype_name(array) not in codes:
-        raise Error(1, f"dtype {_dtype_name(array)} is not one of float32, float16, bfloat16")
-    return codes[_dtype_name(array)]
+    name = _dtype_name(array)
+    if name not in codes:
+        raise Error(1, f"dtype {name} is not one of float32, float16, bfloat16")
+    return codes[name]
 
 
 def _check_int32(array, what):
