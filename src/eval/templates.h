@@ -94,15 +94,15 @@ std::span<const CwePhrasing> cwe_phrasings(Split split);
 std::span<const FwePhrasing> fwe_phrasings(Split split);
 std::span<const KvPhrasing> kv_phrasings(Split split);
 std::span<const FactPhrasing> fact_phrasings(Split split);
+// The lower-cased words of a template's literal text: placeholders ({city}) and the function words "the", "of",
+// "is", "in", "to", "a" skipped. What the splits' vocabularies are checked against.
+std::set<std::string> literal_words(std::string_view text);
 // Train split only: the words a fact relation is composed of — a place is an optional modifier and a
 // noun ("northern" + "garrison", "" + "spa town"), a role likewise ("chief" + "astronomer"). Each list holds
 // first `curated` hand-picked words that suit a realm, then the train split's open vocabulary (its wonderwords
 // adjectives as modifiers, its nouns as nouns: "brave" + "lamp"), which draw_relation_word takes half the time,
 // so that a model learns to copy a relation from the question rather than recall it from a short list. No word
 // of either part is a word of a dev or eval fact ("capital", "mayor", "largest port", "harbour master").
-// The lower-cased words of a template's literal text: placeholders ({city}) and the function words "the", "of",
-// "is", "in", "to", "a" skipped. What the splits' vocabularies are checked against.
-std::set<std::string> literal_words(std::string_view text);
 struct RelationWordList {
   std::vector<std::string_view> words;  // the curated words, then the open vocabulary
   size_t curated = 0;
