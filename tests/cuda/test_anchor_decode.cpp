@@ -5,6 +5,7 @@
 //   - the selected rows vs ref::topk_select_ref on the reference scores (tie-aware sets,
 //     harness topk_sets_equivalent) and exactly equal to ref::topk_select_ref on the GPU's own
 //     pooled scores; −1 padding; row_lens = k(n);
+//   - the stored logits (the scoring pass's σ·q·k, bulk-stored a tile at a time on sm_90) vs fp64;
 //   - the output vs ref::dense_attention_ref / ref::sparse_decode_ref over the GPU's rows and an
 //     fp64 recomputation (FA3 rule); the exact LSE vs fp64.
 // Awkward lengths in mixed batches, shuffled pages, NaN-poisoned outputs, clean error word. Every
@@ -13,10 +14,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "cuda/attention/decode_params.h"
 #include "cuda/common/device_errors.h"
 #include "cuda/common/plan_support.h"
 #include "cuda/kascade/anchor_decode.h"
@@ -272,6 +275,76 @@ TEST(AnchorDecode, SparseOutputFromLogitsForEveryBlockWidth) {
                  std::to_string(s.rows));
     DecodeProblem p(make_case(s.dtype, s.heads, s.kv_heads, s.head_dim, s.page, rng), rng);
     run_and_check_both(p, options(s.rows, ScoreReduce::kSum, false));
+  }
+}
+
+// The scoring pass's stored logits themselves, against σ·q·k in fp64: every block width (group sizes 1, 2,
+// 3, 4, 8 → 1, 2, 4, 4, 8 floats a key, padding heads 0), the scoring pass (sparse output) and the layer-0
+// pass (dense output), lengths of whole 16-key tiles (on sm_90 stored by the copy engine, one bulk store
+// a tile) and with a partial last tile (stored by the warp).
+TEST(AnchorDecode, StoredLogitsEqualScaledDotProducts) {
+  KC_SKIP_WITHOUT_GPU();
+  auto rng = testing::rng_for_test();
+  for (const int group : {1, 2, 3, 4, 8}) {
+    for (const bool dense_output : {false, true}) {
+      SCOPED_TRACE("group " + std::to_string(group) + (dense_output ? ", dense output" : ", sparse output"));
+      DecodeCase c = make_case(group == 3 ? DType::kF16 : DType::kBF16, 2 * group, 2, group % 2 ? 64 : 128, 16, rng);
+      c.kv_lens = {16, 17, 255, 256, 4096, 5003};
+      DecodeProblem p(c, rng);
+      const AnchorOptions o = options(2, ScoreReduce::kSum, dense_output);
+      auto plan = plan_anchor_decode(shape_of(p), o);
+      ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+      const int32_t batch = p.batch(), heads = c.num_heads, d = c.head_dim;
+      DeviceBuffer workspace(plan->workspace.total_bytes);
+      ASSERT_TRUE(initialize_workspace(plan->workspace, workspace.data(), nullptr).ok());
+      DeviceBuffer indices(static_cast<size_t>(batch) * 2 * plan->k_max * sizeof(int32_t));
+      DeviceBuffer row_lens(static_cast<size_t>(batch) * 2 * sizeof(int32_t));
+      DeviceBuffer o_d(static_cast<size_t>(batch) * heads * d * dtype_size(c.dtype));
+      DeviceBuffer lse(static_cast<size_t>(batch) * heads * sizeof(float));
+      DeviceBuffer exact_lse(static_cast<size_t>(batch) * heads * sizeof(float));
+      DecodeIndexRows rows{indices.as<int32_t>(), row_lens.as<int32_t>(), batch, 2, plan->k_max, plan->granularity};
+      AttentionParams params;
+      params.scale = p.scale();
+      AnchorRunExtras extras;
+      extras.exact_lse = dense_output ? nullptr : exact_lse.as<float>();
+      const Status st = anchor_decode(*plan, p.device_q(), p.device_kv(), params, rows,
+                                      AttentionOutput{o_d.data(), c.dtype, lse.as<float>()}, extras, workspace.data(),
+                                      nullptr);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      const int lh = detail::logits_heads_for_group(group);
+      const int64_t stride = plan->logits_stride;
+      std::vector<float> got(static_cast<size_t>(batch) * c.num_kv_heads * stride * lh);
+      ASSERT_EQ(cudaMemcpy(got.data(), anchor_logits(*plan, workspace.data()), got.size() * sizeof(float),
+                           cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      int64_t bad = 0;
+      for (int32_t b = 0; b < batch; ++b) {
+        for (int32_t g = 0; g < c.num_kv_heads; ++g) {
+          for (int32_t j = 0; j < p.kv_lens()[b]; ++j) {
+            const float* k = p.k_row(b, j, g);
+            for (int i = 0; i < lh; ++i) {
+              const float value = got[((static_cast<int64_t>(b) * c.num_kv_heads + g) * stride + j) * lh + i];
+              double want = 0.0, magnitude = 0.0;
+              if (i < group) {
+                const float* q = p.q_row(b, g * group + i);
+                for (int ch = 0; ch < d; ++ch) {
+                  want += static_cast<double>(q[ch]) * k[ch];
+                  magnitude += std::fabs(static_cast<double>(q[ch]) * k[ch]);
+                }
+                want *= params.scale;
+                magnitude *= params.scale;
+              }
+              if (std::fabs(value - want) > 1e-4 * magnitude + 1e-6 && bad++ < 5) {
+                ADD_FAILURE() << "b " << b << " g " << g << " key " << j << " head " << i << ": " << value
+                              << " want " << want;
+              }
+            }
+          }
+        }
+      }
+      EXPECT_EQ(bad, 0);
+      EXPECT_TRUE(workspace.guards_intact());
+    }
   }
 }
 

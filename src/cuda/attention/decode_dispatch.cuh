@@ -16,13 +16,13 @@ template <bool kPV, bool kLogits, bool kIndexed, bool kStoredLogits, typename Fn
 cudaError_t dispatch_decode_kernel(ElementType type, int head_dim, Fn&& fn) {
   constexpr bool S = kStoredLogits;
   if (type == ElementType::kF16 && head_dim == 64)
-    return fn(decode_kernel<__half, 64, kPV, kLogits, kIndexed, S>, DecodeSmem<64, kPV, S>::kBytes);
+    return fn(decode_kernel<__half, 64, kPV, kLogits, kIndexed, S>, DecodeSmem<64, kPV, S, kLogits>::kBytes);
   if (type == ElementType::kF16 && head_dim == 128)
-    return fn(decode_kernel<__half, 128, kPV, kLogits, kIndexed, S>, DecodeSmem<128, kPV, S>::kBytes);
+    return fn(decode_kernel<__half, 128, kPV, kLogits, kIndexed, S>, DecodeSmem<128, kPV, S, kLogits>::kBytes);
   if (type == ElementType::kBF16 && head_dim == 64)
-    return fn(decode_kernel<__nv_bfloat16, 64, kPV, kLogits, kIndexed, S>, DecodeSmem<64, kPV, S>::kBytes);
+    return fn(decode_kernel<__nv_bfloat16, 64, kPV, kLogits, kIndexed, S>, DecodeSmem<64, kPV, S, kLogits>::kBytes);
   if (type == ElementType::kBF16 && head_dim == 128)
-    return fn(decode_kernel<__nv_bfloat16, 128, kPV, kLogits, kIndexed, S>, DecodeSmem<128, kPV, S>::kBytes);
+    return fn(decode_kernel<__nv_bfloat16, 128, kPV, kLogits, kIndexed, S>, DecodeSmem<128, kPV, S, kLogits>::kBytes);
   return cudaErrorInvalidValue;
 }
 

@@ -40,8 +40,10 @@ namespace kascade::cuda::detail {
 
 
 // A warp's pipeline stage: [K tile][V tile] (kPV), [K tile] (LSE only) or, with stored logits,
-// [V tile][logits of the tile's keys: kTileKeys x logits_heads floats].
-template <int D, bool kPV, bool kStoredLogits = false>
+// [V tile][logits of the tile's keys: kTileKeys x logits_heads floats]. With kLogits, after the flags:
+// each warp's two staging slots of a tile's logits block ([2][kTileKeys][kMaxHeadsPerSlot] fp32), the
+// source of the tile's bulk store (one slot is written while the other's store may still read it).
+template <int D, bool kPV, bool kStoredLogits = false, bool kLogits = false>
 struct DecodeSmem {
   static constexpr int kStages = kPV && !kStoredLogits ? 3 : 4;
   static constexpr int kChunks = D / 8;  // 16-byte chunks per K/V row
@@ -59,7 +61,10 @@ struct DecodeSmem {
   static constexpr size_t kSharedMain = kShared0 > kMergeBytes ? kShared0 : kMergeBytes;
   static constexpr size_t kMaskOffset = kSharedMain;
   static constexpr size_t kFlagOffset = kMaskOffset + size_t(kDecodeWarps) * kStages * sizeof(uint32_t);
-  static constexpr size_t kBytes = kFlagOffset + 16;
+  static constexpr int kLogitSlotFloats = kTileKeys * kMaxHeadsPerSlot;
+  static constexpr size_t kLogitRingOffset = (kFlagOffset + 16 + 127) / 128 * 128;
+  static constexpr size_t kLogitRingBytes = kLogits ? size_t(kDecodeWarps) * 2 * kLogitSlotFloats * sizeof(float) : 0;
+  static constexpr size_t kBytes = kLogits ? kLogitRingOffset + kLogitRingBytes : kFlagOffset + 16;
 };
 
 __device__ __forceinline__ void report_error(const DecodeKernelParams& p, uint32_t bit) {
@@ -82,7 +87,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
   static_assert(!(kLogits && kIndexed), "logits are written for dense keys only");
   static_assert(!kStoredLogits || (kIndexed && kPV), "stored logits serve the indexed output pass");
-  using Smem = DecodeSmem<D, kPV, kStoredLogits>;
+  using Smem = DecodeSmem<D, kPV, kStoredLogits, kLogits>;
   using Mma = Mma16<T>;
   constexpr int kStages = Smem::kStages;
   constexpr int kChunks = Smem::kChunks;
@@ -290,6 +295,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
   int pending_position = positions[kStages];           // tile it + kStages
   int pending_page = pages[kStages];
   int raw_key = raw_keys[kStages + 1];                 // tile it + kStages + 1
+  bool previous_tile_bulk = false;                     // kLogits: the last tile's logits went by bulk store
 
   for (int it = 0; it < my_tiles; ++it) {
     issue(it + kStages - 1, next_position, next_offset);
@@ -349,13 +355,27 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
     }
     if constexpr (kLogits) {
       // Key-major: head h of key j at logits[b, kv_head, j, h]; the tile's 16 consecutive keys are one
-      // contiguous [16][logits_heads] block (key0 is a multiple of 16, the row 16-byte aligned). It is
-      // staged in this stage's K tile (consumed: its fragments are in registers) and written with
-      // 16-byte stores of whole 32-byte sectors — the per-head scalar stores left every sector half
-      // written by each of four instructions. Padding slots (heads past the slot's) are written 0.
+      // contiguous [16][logits_heads] block (key0 is a multiple of 16, the block 64·logits_heads bytes,
+      // 16-byte aligned). It is staged in one of the warp's two logit slots and, for a whole tile on
+      // sm_90, written by lane 0 as one bulk store on the copy engine: stores issued by the warp inside
+      // its K loop cost the scoring pass 11-12 % (docs/perf.md, decode round 16), twice their bytes.
+      // The last tile of a list (and sm_80) is stored by the warp with 16-byte stores of whole sectors.
+      // Padding slots (heads past the slot's) are written 0.
       const int lh = p.logits_heads;
-      float* staged = reinterpret_cast<float*>(warp_tiles + stage * Smem::kWarpStageElems);  // [16][lh]
-      __syncwarp();  // every lane's ldmatrix of the K tile has returned
+      float* staged = reinterpret_cast<float*>(smem + Smem::kLogitRingOffset) +
+                      (warp * 2 + (it & 1)) * Smem::kLogitSlotFloats;  // [16][lh]
+      if constexpr (kHasBulkStore) {
+        // The slot's store of tile it - 2 has read it: the newest group may stay pending only when it is
+        // tile it - 1's (a tile stored by the warp issues none).
+        if (lane == 0) {
+          if (previous_tile_bulk) {
+            bulk_wait_group_read<1>();
+          } else {
+            bulk_wait_group_read<0>();
+          }
+        }
+      }
+      __syncwarp();
       if (gid < lh) {
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
@@ -366,22 +386,31 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
           }
         }
       }
-      __syncwarp();
       float* block = p.logits + ((static_cast<int64_t>(b) * p.num_kv_heads + kv_head) * p.logits_stride + key0) * lh;
-      for (int piece = lane; piece < 4 * lh; piece += 32) {  // float4 piece i: floats 4i .. 4i + 3 of the block
-        const int key_lo = 4 * piece / lh, key_hi = (4 * piece + 3) / lh;  // the keys it holds
-        const uint32_t keys = ((2u << key_hi) - 1u) & ~((1u << key_lo) - 1u);
-        if ((valid_mask & keys) == keys) {
-          *reinterpret_cast<float4*>(block + 4 * piece) = *reinterpret_cast<const float4*>(staged + 4 * piece);
-        } else {  // the last tile of the list: the piece's valid keys one float at a time
+      previous_tile_bulk = kHasBulkStore && valid_mask == 0xffffu;
+      if (previous_tile_bulk) {
+        fence_proxy_async_shared();
+        __syncwarp();
+        if (lane == 0) {
+          bulk_store_shared_to_global(block, smem_address(staged), static_cast<uint32_t>(kTileKeys * lh * sizeof(float)));
+          bulk_commit_group();
+        }
+      } else {
+        __syncwarp();
+        for (int piece = lane; piece < 4 * lh; piece += 32) {  // float4 piece i: floats 4i .. 4i + 3 of the block
+          const int key_lo = 4 * piece / lh, key_hi = (4 * piece + 3) / lh;  // the keys it holds
+          const uint32_t keys = ((2u << key_hi) - 1u) & ~((1u << key_lo) - 1u);
+          if ((valid_mask & keys) == keys) {
+            *reinterpret_cast<float4*>(block + 4 * piece) = *reinterpret_cast<const float4*>(staged + 4 * piece);
+          } else {  // the last tile of the list: the piece's valid keys one float at a time
 #pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            if ((valid_mask >> ((4 * piece + q) / lh)) & 1u) block[4 * piece + q] = staged[4 * piece + q];
+            for (int q = 0; q < 4; ++q) {
+              if ((valid_mask >> ((4 * piece + q) / lh)) & 1u) block[4 * piece + q] = staged[4 * piece + q];
+            }
           }
         }
       }
-      // (The loop's closing __syncwarp orders these staging reads before the next tile's copies into
-      // this stage.)
+      // (The slot is written again two tiles later, after lane 0's wait and the warp's sync above.)
     }
     float tile_max = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
@@ -420,6 +449,9 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeKern
     __syncwarp();
   }
   cp_async_wait<0>();
+  if constexpr (kLogits && kHasBulkStore) {
+    if (lane == 0) bulk_wait_all();  // the logits are in global memory before the kernel ends
+  }
 
   // ---- merge the 4 warps' states (shared memory reused: every warp has left its pipeline)
   l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);

@@ -3,7 +3,8 @@
 // m16n8k16 tensor-core MMA for fp16 and bf16 with fp32 accumulation, packing of fp32 pairs,
 // the order-preserving map from float to uint32 used by the radix select, a register-cached
 // histogram update for skewed data, a block-wide exclusive scan (the radix selects' compactions) and
-// 2^x on the MUFU unit (ex2.approx) and a bulk L2 prefetch (cp.async.bulk.prefetch.L2).
+// 2^x on the MUFU unit (ex2.approx), a bulk L2 prefetch (cp.async.bulk.prefetch.L2) and the bulk
+// shared → global store of sm_90 (cp.async.bulk.global.shared::cta with its proxy fence and bulk groups).
 // Fragment layouts follow the PTX ISA ("Matrix Fragments for mma.m16n8k16"). Device-only; tested
 // through the kernels that use them (tests/cuda/).
 #pragma once
@@ -191,6 +192,50 @@ __device__ __forceinline__ float fast_exp2(float x) {
 __device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
+// True where the bulk copy engine's shared → global store exists (sm_90+; the device pass of this arch).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+constexpr bool kHasBulkStore = true;
+#else
+constexpr bool kHasBulkStore = false;
+#endif
+
+// Makes this thread's generic-proxy writes to shared memory visible to the async proxy (the bulk copy
+// engine). Every thread that wrote the data executes it, then the threads synchronise, then one issues
+// the bulk store. sm_90+; nothing below (kHasBulkStore guards the callers).
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+// Copies `bytes` of shared memory at `src` to global memory at `dst` on the copy engine
+// (cp.async.bulk.global.shared::cta.bulk_group; UBLKCP in SASS), in the calling thread's current bulk
+// group. dst and src 16-byte aligned, bytes a multiple of 16. sm_90+; nothing below.
+__device__ __forceinline__ void bulk_store_shared_to_global(void* dst, uint32_t src, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_commit_group() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+// Waits until at most kPending of this thread's bulk groups still read their shared-memory source
+// (the source may then be overwritten; the global writes may still be in flight).
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_group_read() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+// Waits until every bulk group of this thread has completed, its global writes included.
+__device__ __forceinline__ void bulk_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 #endif
 }
 

@@ -177,4 +177,8 @@ const float* anchor_pooled_scores(const AnchorDecodePlan& plan, const void* work
   return reinterpret_cast<const float*>(static_cast<const uint8_t*>(workspace) + plan.workspace.pooled);
 }
 
+const float* anchor_logits(const AnchorDecodePlan& plan, const void* workspace) {
+  return reinterpret_cast<const float*>(static_cast<const uint8_t*>(workspace) + plan.workspace.logits);
+}
+
 }  // namespace kascade::cuda

@@ -88,4 +88,9 @@ Status anchor_decode(const AnchorDecodePlan& plan, const QueryBatch& q, const Pa
 // tests, LessIsMore and diagnostics.
 const float* anchor_pooled_scores(const AnchorDecodePlan& plan, const void* workspace);
 
+// The scoring pass's logits of the last run inside the workspace: device [B, G, plan.logits_stride,
+// logits_heads_for_group(H / G)] fp32, key-major (σ·q·k of head h = g·(H/G) + i of key j at
+// [b, g, j, i]; padding heads 0), valid for j < kv_len[b]. For tests and diagnostics.
+const float* anchor_logits(const AnchorDecodePlan& plan, const void* workspace);
+
 }  // namespace kascade::cuda
