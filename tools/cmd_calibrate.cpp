@@ -6,6 +6,7 @@
 //       --out models/kascade-tiny/kascade_calibration.json --plots calib-plots
 //   kascade calibrate --model DIR --dev-set prompts.jsonl ...          # lines {"prompt": "..."}
 //   kascade calibrate --model DIR --device cuda --dev-set tasks:all ...  # forward on the GPU
+//   kascade calibrate --model DIR ... --refine agreement --refine-prompts 4       # + local search
 //   kascade calibrate --from-stats calib.json --anchors 3,6 --out calib36.json    # no model run
 //   kascade calibrate --model DIR --import-npy llama_heads.npy --import-anchors 0,2,8,13,14
 //       --model-name meta-llama/Llama-3.1-8B-Instruct --out calib.json            # published map
@@ -17,10 +18,21 @@
 // Output: a progress line (prompts, tokens/s, ETA), the units collected, the importance per layer,
 // the chosen anchors and DP objective for each anchor count, the file, and with --plots the PNGs of
 // scripts/plot_calibration.py (missing matplotlib is reported and the command still succeeds).
+// --refine agreement (an extension, docs/spec-notes.md; default none: the DP sets only): after the DP,
+// for each count of --refine-anchors (default: the file's default count) a hill climb from the DP set
+// over the sets that swap one anchor other than layer 0 for a non-anchor layer, scored by the agreement
+// of the kascade policy (this command's --topk-fraction / --k-min / --tile, the defaults of `kascade
+// eval`) with dense attention on the first --refine-prompts dev prompts: --refine-tokens teacher-forced
+// positions of the dense greedy continuation per prompt, argmax matches first, then mean KL(dense ||
+// kascade); at most --refine-rounds moves (src/runtime/anchor_refinement.h). It prints a progress line
+// and a table per count; the file's set of that count becomes the refined set and records the DP set
+// under refinement.dp_anchors. --from-stats carries a saved refinement over when the re-derived DP set
+// is the one it started from (the scores are the saved run's), else drops it; either way with a note.
 // Exit codes: 0, 1 on an error ("kascade calibrate: error: ..."), 2 on bad usage.
 // The library pieces are tested in tests/unit/calibrate and tests/unit/runtime; this file parses,
 // builds the dev set and prints.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -37,6 +49,7 @@
 #include "kascade/tasks.h"
 #include "kascade/tokenizer.h"
 #include "python_script.h"
+#include "runtime/anchor_refinement.h"
 #include "runtime/calibration_collector.h"
 #include "runtime_flags.h"
 #include "status_line.h"
@@ -77,6 +90,12 @@ struct Args {
   std::string from_stats;
   std::string import_npy;
   std::string import_anchors;
+  std::string refine = "none";
+  std::string refine_anchors;
+  int32_t refine_tokens = 32;
+  int64_t refine_prompts = 0;  // 0: every dev prompt
+  int32_t refine_rounds = 3;
+  bool refine_options_given = false;  // any of --refine-anchors / -tokens / -prompts / -rounds
   bool no_progress = false;
 };
 
@@ -255,9 +274,48 @@ void print_anchor_sets(const calib::CalibrationFile& file) {
     const bool is_default = s.anchors.size() == static_cast<size_t>(file.default_num_anchors);
     std::printf("  %s%2zu anchors: %-28s", is_default ? "*" : " ", s.anchors.size(), join(s.anchors).c_str());
     if (s.objective) std::printf(" objective %.6f", *s.objective);
+    if (s.refinement) {
+      std::printf(" refined from the DP set %s (objective %.6f): agreement %.4f vs %.4f", join(s.refinement->dp_anchors).c_str(),
+                  s.refinement->dp_objective, s.refinement->agreement, s.refinement->dp_agreement);
+    }
     std::printf("\n");
   }
   std::printf("  (* = default anchor count of the file)\n");
+}
+
+// One count's climb: each round's candidates, best first, and the outcome.
+void print_refinement(const runtime::RefinedCount& refined, const runtime::RefinementResult& result) {
+  const calib::HillClimbResult& c = refined.climb;
+  const auto score_text = [](const calib::AgreementScore& s) {
+    char text[96];
+    std::snprintf(text, sizeof(text), "%.4f (%lld/%lld)  %.6f", s.agreement(), static_cast<long long>(s.matches),
+                  static_cast<long long>(s.steps), s.mean_kl);
+    return std::string(text);
+  };
+  std::printf("refinement of the %d-anchor set: agreement with dense over %lld prompts (%lld scored positions), "
+              "then mean KL(dense || kascade) in nats\n",
+              refined.num_anchors, static_cast<long long>(result.prompts), static_cast<long long>(result.steps));
+  std::printf("  start (DP set) %-24s %s\n", join(c.start.anchors).c_str(), score_text(c.start.score).c_str());
+  for (size_t r = 0; r < c.rounds.size(); ++r) {
+    const calib::ClimbRound& round = c.rounds[r];
+    std::printf("  round %zu, neighbours of %s:\n", r + 1, join(round.from).c_str());
+    std::printf("      %-24s %-22s %s\n", "anchors", "agreement (matches)", "KL");
+    std::vector<size_t> order(round.candidates.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+      return calib::better_agreement(round.candidates[x].score, round.candidates[y].score);
+    });
+    for (const size_t i : order) {
+      const bool best = i == round.best;
+      std::printf("    %s %-24s %s%s\n", best ? "*" : " ", join(round.candidates[i].anchors).c_str(),
+                  score_text(round.candidates[i].score).c_str(),
+                  best ? (round.moved ? "   best: moved here" : "   best: not better, stop") : "");
+    }
+  }
+  std::printf("  result: %s %s (%s; %zu round%s, %lld sets scored)\n", join(c.best.anchors).c_str(),
+              score_text(c.best.score).c_str(),
+              c.local_optimum ? "a local optimum" : "the round limit stopped the climb", c.rounds.size(),
+              c.rounds.size() == 1 ? "" : "s", static_cast<long long>(c.sets_scored));
 }
 
 void print_statistics(const calib::CalibrationStats& stats) {
@@ -284,6 +342,64 @@ Status write_and_report(const Args& a, const calib::CalibrationFile& file) {
   return ok_status();
 }
 
+// ---- refinement ----
+
+// --refine-anchors: counts among those derived; empty when not given (then the file's default count).
+Result<std::vector<int32_t>> refine_anchor_counts(const Args& a, const std::vector<int32_t>& counts) {
+  if (a.refine_anchors.empty()) return std::vector<int32_t>{};
+  KC_ASSIGN_OR_RETURN(std::vector<int32_t> wanted, parse_int_list(a.refine_anchors, "--refine-anchors"));
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    KC_CHECK_ARG(std::find(counts.begin(), counts.end(), wanted[i]) != counts.end(), "--refine-anchors: ", wanted[i],
+                 " is not among the anchor counts derived (--anchors ", a.anchors, " gives ", join(counts), ")");
+    for (size_t j = 0; j < i; ++j)
+      KC_CHECK_ARG(wanted[j] != wanted[i], "--refine-anchors: ", wanted[i], " is listed twice");
+  }
+  return wanted;
+}
+
+Status run_refinement(const Args& a, Runtime& runtime, const DevSet& dev, const std::vector<int32_t>& refine_counts,
+                      calib::CalibrationFile& file) {
+  const size_t num_prompts = a.refine_prompts > 0 ? static_cast<size_t>(a.refine_prompts) : dev.prompts.size();
+  const std::vector<runtime::CalibrationPrompt> prompts(dev.prompts.begin(),
+                                                        dev.prompts.begin() + static_cast<ptrdiff_t>(num_prompts));
+  runtime::RefinementOptions options;
+  options.anchor_counts = refine_counts;
+  options.tokens = a.refine_tokens;
+  options.max_rounds = a.refine_rounds;
+  options.stop_at_eos = !a.ignore_eos;
+  std::fflush(stdout);  // the collection's report first
+  std::fprintf(stderr,
+               "refining anchor sets %s by agreement with dense attention: %zu prompts, %d scored positions each "
+               "(at most), at most %d rounds; kascade at Top-k fraction %g, k_min %lld, tile %d\n",
+               join(refine_counts).c_str(), num_prompts, a.refine_tokens, a.refine_rounds, a.topk_fraction,
+               static_cast<long long>(a.k_min), a.tile);
+  StatusLine line(!a.no_progress);
+  KC_ASSIGN_OR_RETURN(
+      const runtime::RefinementResult result,
+      runtime::refine_anchor_sets(runtime, prompts, file, options, [&](const runtime::RefinementProgress& p) {
+        char text[240];
+        if (p.reference) {
+          std::snprintf(text, sizeof(text), "refine: dense reference %lld/%lld prompts | %s",
+                        static_cast<long long>(p.reference_done), static_cast<long long>(p.prompts),
+                        format_duration(p.elapsed_s).c_str());
+        } else {
+          std::snprintf(text, sizeof(text),
+                        "refine: %d anchors, round %d/%d, set %lld/%lld | %lld prompt runs, %.1f s/run | ETA round "
+                        "%s, all <= %s",
+                        p.num_anchors, p.climb.round, p.climb.max_rounds,
+                        static_cast<long long>(p.climb.scored_in_round), static_cast<long long>(p.climb.to_score_in_round),
+                        static_cast<long long>(p.runs_done), p.seconds_per_run, format_duration(p.eta_round_s).c_str(),
+                        format_duration(p.eta_max_s).c_str());
+        }
+        line.update(text, p.elapsed_s, false);
+      }));
+  line.update(detail::concat("refine: done in ", format_duration(result.seconds), " (dense reference ",
+                             format_duration(result.reference_seconds), ")"),
+              result.seconds, true);
+  for (const runtime::RefinedCount& refined : result.counts) print_refinement(refined, result);
+  return ok_status();
+}
+
 // ---- modes ----
 
 Status run_from_stats(const Args& a) {
@@ -294,9 +410,11 @@ Status run_from_stats(const Args& a) {
   KC_ASSIGN_OR_RETURN(counts, fit_counts(counts, saved.model.num_layers));
   std::printf("re-deriving anchors from the statistics of %s (%lld prompts, %s)\n", a.from_stats.c_str(),
               static_cast<long long>(saved.stats->num_prompts), saved.dev_set->description.c_str());
-  KC_ASSIGN_OR_RETURN(const calib::CalibrationFile file,
+  KC_ASSIGN_OR_RETURN(calib::CalibrationFile file,
                       calib::build_calibration_file(saved.model, *saved.dev_set, *saved.collection, *saved.stats,
                                                     counts, a.default_anchors));
+  KC_ASSIGN_OR_RETURN(const std::vector<std::string> notes, calib::carry_refinements(saved, file));
+  for (const std::string& note : notes) std::fprintf(stderr, "kascade calibrate: note: %s\n", note.c_str());
   return write_and_report(a, file);
 }
 
@@ -322,6 +440,7 @@ Status run_collection(const Args& a) {
   KC_CHECK_ARG(!a.model.empty(), "--model is required (or --from-stats FILE to re-derive anchors without a model)");
   KC_CHECK_ARG(a.num_prompts >= 1, "--num-prompts is ", a.num_prompts, "; expected >= 1");
   KC_ASSIGN_OR_RETURN(const calib::StatsForward forward, calib::parse_stats_forward(a.stats_forward));
+  KC_ASSIGN_OR_RETURN(const calib::RefineMethod refine, calib::parse_refine_method(a.refine));
   KC_ASSIGN_OR_RETURN(std::vector<int32_t> counts, parse_anchor_counts(a.anchors));
 
   const fs::path model_dir = model_dir_of(a.model);
@@ -360,6 +479,13 @@ Status run_collection(const Args& a) {
   std::fprintf(stderr, "%s\n", runtime->describe().c_str());
   const ModelConfig& config = runtime->config();
   KC_ASSIGN_OR_RETURN(counts, fit_counts(counts, static_cast<int32_t>(config.num_hidden_layers)));
+  // The refinement's settings are checked before the long collection.
+  std::vector<int32_t> refine_counts;
+  if (refine == calib::RefineMethod::kAgreement) {
+    KC_ASSIGN_OR_RETURN(refine_counts, refine_anchor_counts(a, counts));
+    KC_CHECK_ARG(a.refine_prompts <= static_cast<int64_t>(dev.prompts.size()), "--refine-prompts is ",
+                 a.refine_prompts, " but the dev set has ", dev.prompts.size(), " prompts");
+  }
 
   std::fprintf(stderr, "dev set: %s (%lld prompt tokens)\n", dev.description.c_str(),
                static_cast<long long>(dev_tokens));
@@ -407,8 +533,13 @@ Status run_collection(const Args& a) {
   collection.tile_size = a.tile;
   collection.k_cal = a.k_cal;
   collection.forward = forward;
-  KC_ASSIGN_OR_RETURN(const calib::CalibrationFile file,
+  KC_ASSIGN_OR_RETURN(calib::CalibrationFile file,
                       calib::build_calibration_file(id, dev_info, collection, result.stats, counts, a.default_anchors));
+  if (refine == calib::RefineMethod::kAgreement) {
+    // No --refine-anchors: the file's default count (known once the file is built).
+    if (refine_counts.empty()) refine_counts.push_back(file.default_num_anchors);
+    KC_RETURN_IF_ERROR(run_refinement(a, *runtime, dev, refine_counts, file));
+  }
   return write_and_report(a, file);
 }
 
@@ -461,6 +592,23 @@ int run_calibrate(int argc, char** argv) {
   app.add_option("--from-stats", a.from_stats, "re-derive anchors from the statistics of this calibration file");
   app.add_option("--import-npy", a.import_npy, "import a published [layers, KV heads] int32 head map (.npy)");
   app.add_option("--import-anchors", a.import_anchors, "the anchors of the imported head map, e.g. 0,2,8,13,14");
+  app.add_option("--refine", a.refine,
+                 "after the DP: none (default) or agreement (hill-climb each refined count's set by agreement with "
+                 "dense attention on the dev prompts; docs/spec-notes.md)")
+      ->check(CLI::IsMember({"none", "agreement"}));
+  std::vector<CLI::Option*> refine_options;
+  refine_options.push_back(app.add_option("--refine-anchors", a.refine_anchors,
+                                          "anchor counts to refine, among --anchors (default: the file's default count)"));
+  refine_options.push_back(
+      app.add_option("--refine-tokens", a.refine_tokens,
+                     "positions scored per prompt: the prompt's last and the dense greedy continuation (default 32)")
+          ->check(CLI::PositiveNumber));
+  refine_options.push_back(app.add_option("--refine-prompts", a.refine_prompts,
+                                          "score on the first N dev prompts (default: all)")
+                               ->check(CLI::PositiveNumber));
+  refine_options.push_back(app.add_option("--refine-rounds", a.refine_rounds,
+                                          "most hill-climb moves per anchor count (default 3)")
+                               ->check(CLI::NonNegativeNumber));
   app.add_flag("--no-progress", a.no_progress, "no progress line");
   try {
     app.parse(argc, argv);
@@ -468,6 +616,17 @@ int run_calibrate(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   a.num_prompts_given = np->count() > 0;
+  for (const CLI::Option* o : refine_options) a.refine_options_given = a.refine_options_given || o->count() > 0;
+  if (a.refine != "none" && (!a.from_stats.empty() || !a.import_npy.empty())) {
+    std::fprintf(stderr, "kascade calibrate: error: --refine %s runs the model on the dev prompts; it does not apply "
+                         "to --from-stats or --import-npy (no model run)\n", a.refine.c_str());
+    return 2;
+  }
+  if (a.refine == "none" && a.refine_options_given) {
+    std::fprintf(stderr, "kascade calibrate: error: --refine-anchors, --refine-tokens, --refine-prompts and "
+                         "--refine-rounds apply to --refine agreement only\n");
+    return 2;
+  }
   if (!a.from_stats.empty() && !a.import_npy.empty()) {
     std::fprintf(stderr, "kascade calibrate: error: give --from-stats or --import-npy, not both\n");
     return 2;

@@ -11,14 +11,20 @@
 //                           anchors (layer 0 forced); map[b][gb] = argmax_ga sim[anchor(b)][b][ga][gb].
 //   CalibrationFile         the JSON calibration file: writer, reader with validation, and the import
 //                           of published .npy head maps (no statistics, marked "imported").
+//   anchor_swap_neighbours / hill_climb_anchors / apply_refinement / carry_refinements
+//                           the optional refinement (docs/spec-notes.md): a local search from the DP
+//                           set by one-anchor swaps under any scorer (the model-running scorer is
+//                           src/runtime/anchor_agreement.h), and refined sets in the file.
 //
 // A "unit" is a prefill tile t >= 1 (candidates j < s_t) or a decode step (candidates: all n keys).
 // Tested by tests/unit/calibrate/ (similarity against a direct recomputation, importance against
 // hand-computed cosines, DP against brute-force enumeration, head map against argmax, JSON round
-// trip and every malformed-file case, .npy files written byte by byte).
+// trip and every malformed-file case, .npy files written byte by byte, the refinement's search with
+// synthetic scorers against brute force, refined sets in the file).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -220,10 +226,101 @@ Result<std::vector<int32_t>> build_head_map(const CalibrationStats& stats, std::
 Status validate_head_map(std::span<const int32_t> head_map, int32_t num_layers, int32_t num_kv_heads,
                          std::span<const int32_t> anchors);
 
+// ---------------------------------------------------------------------------------------------
+// Anchor refinement by agreement with dense attention (an optional extension, docs/spec-notes.md;
+// `kascade calibrate --refine agreement`). The DP above is unchanged; the refinement starts from
+// its set and climbs over sets of the same size (layer 0 always an anchor), scored by how often
+// the model with the kascade policy of a set predicts the dense model's next token.
+// ---------------------------------------------------------------------------------------------
+
+// The score of one anchor set: over `steps` teacher-forced positions of the dev prompts (the dense
+// model's greedy continuation fed back), `matches` of them have the same argmax as dense attention;
+// mean_kl is the mean over those positions of KL(dense || kascade) of the next-token distributions
+// (nats, >= 0).
+struct AgreementScore {
+  int64_t matches = 0;
+  int64_t steps = 0;
+  double mean_kl = 0.0;
+  double agreement() const { return steps > 0 ? static_cast<double>(matches) / static_cast<double>(steps) : 0.0; }
+  bool operator==(const AgreementScore&) const = default;
+};
+// a is better than b: higher agreement (compared exactly, as fractions), then lower mean KL.
+bool better_agreement(const AgreementScore& a, const AgreementScore& b);
+
+// "0,2,5" (for messages and tables).
+std::string format_anchors(std::span<const int32_t> anchors);
+
+// Every set made from `anchors` by replacing one anchor other than layer 0 by one layer that is not an
+// anchor: (K − 1)·(N − K) sets, each ascending, in lexicographic order. `anchors` must be valid
+// (validate_anchors).
+Result<std::vector<std::vector<int32_t>>> anchor_swap_neighbours(std::span<const int32_t> anchors,
+                                                                 int32_t num_layers);
+
+struct ScoredAnchors {
+  std::vector<int32_t> anchors;
+  AgreementScore score;
+};
+// One scan of the neighbourhood of `from`: every neighbour with its score, in lexicographic order,
+// and the index of the best (the first best in that order); `moved` when it beats `from`.
+struct ClimbRound {
+  std::vector<int32_t> from;
+  std::vector<ScoredAnchors> candidates;
+  size_t best = 0;
+  bool moved = false;
+};
+struct HillClimbResult {
+  ScoredAnchors start;             // the start set (the DP set) and its score
+  ScoredAnchors best;              // where the climb stopped
+  std::vector<ClimbRound> rounds;  // the scans made, in order (none for an empty neighbourhood)
+  bool local_optimum = false;      // it stopped because no neighbour of `best` is better (false: the
+                                   // round limit stopped it after a move)
+  int64_t sets_scored = 0;         // distinct sets the scorer was called for (start included)
+};
+struct HillClimbProgress {
+  int32_t round = 0;               // 1-based round being scanned
+  int32_t max_rounds = 0;
+  int64_t scored_in_round = 0;     // sets of this round scored so far (not scored before)
+  int64_t to_score_in_round = 0;   // sets of this round not scored in earlier rounds
+  int64_t sets_scored = 0;         // over the whole climb
+};
+using AnchorScorer = std::function<Result<AgreementScore>(std::span<const int32_t> anchors)>;
+using HillClimbProgressFn = std::function<void(const HillClimbProgress&)>;
+// Best-improvement hill climb: score `start`; then up to `max_rounds` times, score every neighbour of
+// the current set (anchor_swap_neighbours; a set is scored once however often it recurs) and move to
+// the best one if it is better_agreement than the current set, else stop (a local optimum).
+// `progress` (may be empty) is called at the start of each round and after each set it scores.
+// A scorer error is returned as is, with the set named.
+Result<HillClimbResult> hill_climb_anchors(std::span<const int32_t> start, int32_t num_layers, int32_t max_rounds,
+                                           const AnchorScorer& scorer, const HillClimbProgressFn& progress = {});
+
+enum class RefineMethod : uint8_t { kNone = 0, kAgreement = 1 };
+const char* refine_method_name(RefineMethod method);  // "none" | "agreement"
+Result<RefineMethod> parse_refine_method(std::string_view name);
+
+// What a refined anchor set records beside its anchors (which are the refined set): the DP's set,
+// both sets' scores and the settings of the refinement.
+struct AnchorRefinement {
+  std::vector<int32_t> dp_anchors;  // the DP's set for this count (where the climb started)
+  double dp_objective = 0.0;        // its DP objective (anchor_objective)
+  double agreement = 0.0;           // AgreementScore::agreement() of the refined set
+  double kl = 0.0;                  // its mean KL(dense || kascade), nats
+  double dp_agreement = 0.0;        // the same for the DP set
+  double dp_kl = 0.0;
+  int64_t tokens = 0;               // --refine-tokens: scored positions per prompt (at most)
+  int64_t prompts = 0;              // dev prompts scored (the first ones of the dev set)
+  int64_t steps = 0;                // scored positions over all prompts (the denominator of agreement)
+  int32_t max_rounds = 0;           // --refine-rounds
+  int32_t rounds = 0;               // neighbourhood scans made (<= max_rounds)
+  bool local_optimum = false;       // the climb ended at a set no neighbour beats
+  int64_t sets_scored = 0;          // distinct sets scored (the DP set included)
+  bool operator==(const AnchorRefinement&) const = default;
+};
+
 struct AnchorSet {
-  std::vector<int32_t> anchors;     // [K] ascending, anchors[0] == 0
+  std::vector<int32_t> anchors;     // [K] ascending, anchors[0] == 0 (the refined set when refinement is set)
   std::vector<int32_t> head_map;    // [num_layers, num_kv_heads] anchor KV head read by (layer, KV head)
-  std::optional<double> objective;  // the DP objective; absent for imported maps
+  std::optional<double> objective;  // the DP objective of `anchors`; absent for imported maps
+  std::optional<AnchorRefinement> refinement;  // present when `anchors` came from the refinement
   bool operator==(const AnchorSet&) const = default;
 };
 
@@ -297,6 +394,23 @@ Result<CalibrationFile> build_calibration_file(const ModelIdentity& model, const
                                                const CalibrationStats& stats,
                                                std::span<const int32_t> anchor_counts,
                                                int32_t default_num_anchors);
+
+// The settings a refinement records (AnchorRefinement::tokens, prompts, max_rounds).
+struct RefineSettings {
+  int64_t tokens = 32;
+  int64_t prompts = 0;
+  int32_t max_rounds = 3;
+};
+// Replaces the anchor set of a collected `file` with as many anchors as climb.start (whose anchors must
+// be that set's, the DP set) by climb.best: its anchors, head map (build_head_map over the file's
+// statistics), objective (anchor_objective), and an AnchorRefinement recording the DP set, its
+// objective, both scores and the settings. The file is validated afterwards.
+Status apply_refinement(CalibrationFile& file, const HillClimbResult& climb, const RefineSettings& settings);
+// `kascade calibrate --from-stats`: `derived` was re-derived (DP) from `saved`'s statistics, which no
+// model run changed. Each refined set of `saved` whose count `derived` has and whose dp_anchors equal the
+// re-derived DP set is carried over as saved (the scores are the saved run's; nothing is re-scored); the
+// others are dropped (the DP set stays). Returns one line per refined set of `saved` saying which.
+Result<std::vector<std::string>> carry_refinements(const CalibrationFile& saved, CalibrationFile& derived);
 
 // JSON text (validated first; non-finite numbers are refused).
 Result<std::string> calibration_to_json(const CalibrationFile& file);

@@ -10,7 +10,11 @@
 //        "importance": {"axes": ["layer"], "values": [N]}},
 //     "imported_from": "...",                                                  (imported only)
 //     "anchor_sets": [{num_anchors, anchors, objective (collected only),
-//                      "head_map": {"axes": ["layer","kv_head"], "values": [N][G]}}],
+//                      "head_map": {"axes": ["layer","kv_head"], "values": [N][G]},
+//                      "refinement": {method: "agreement", dp_anchors, dp_objective, agreement, kl,
+//                         dp_agreement, dp_kl, tokens, prompts, steps, max_rounds, rounds,
+//                         local_optimum, sets_scored}}],  (refined sets only: `anchors` is the
+//                                                          refined set, dp_anchors the DP's)
 //     "default_num_anchors": K }
 // Unknown keys are refused. Every error names its field.
 // Tested by tests/unit/calibrate/test_calibration_file.cpp (round trip, every malformed case).
@@ -81,6 +85,23 @@ Json anchor_set_json(const AnchorSet& set, int32_t num_kv_heads) {
                                         set.head_map.begin() + static_cast<ptrdiff_t>((r + 1) * num_kv_heads)));
   }
   j["head_map"] = {{"axes", axes_json(kHeadMapAxes)}, {"values", std::move(rows)}};
+  if (set.refinement) {
+    const AnchorRefinement& r = *set.refinement;
+    j["refinement"] = {{"method", refine_method_name(RefineMethod::kAgreement)},
+                       {"dp_anchors", r.dp_anchors},
+                       {"dp_objective", r.dp_objective},
+                       {"agreement", r.agreement},
+                       {"kl", r.kl},
+                       {"dp_agreement", r.dp_agreement},
+                       {"dp_kl", r.dp_kl},
+                       {"tokens", r.tokens},
+                       {"prompts", r.prompts},
+                       {"steps", r.steps},
+                       {"max_rounds", r.max_rounds},
+                       {"rounds", r.rounds},
+                       {"local_optimum", r.local_optimum},
+                       {"sets_scored", r.sets_scored}};
+  }
   return j;
 }
 
@@ -231,18 +252,57 @@ Result<CalibrationStats> read_stats(const JsonField& root, int32_t N, int32_t G)
   return stats;
 }
 
+Result<std::vector<int32_t>> read_int32_list(const JsonField& list) {
+  KC_ASSIGN_OR_RETURN(const size_t count, list.array_size());
+  std::vector<int32_t> out;
+  for (size_t m = 0; m < count; ++m) {
+    KC_ASSIGN_OR_RETURN(const int64_t a, list.element(m).as_int(kInt32Min, kInt32Max));
+    out.push_back(static_cast<int32_t>(a));
+  }
+  return out;
+}
+
+Result<double> read_double(const JsonField& parent, std::string_view key) {
+  KC_ASSIGN_OR_RETURN(const JsonField f, parent.member(key));
+  return f.as_finite_double();
+}
+
+Result<AnchorRefinement> read_refinement(const JsonField& s) {
+  KC_ASSIGN_OR_RETURN(const JsonField j, s.member("refinement"));
+  KC_RETURN_IF_ERROR(j.expect_only_keys({"method", "dp_anchors", "dp_objective", "agreement", "kl", "dp_agreement",
+                                         "dp_kl", "tokens", "prompts", "steps", "max_rounds", "rounds", "local_optimum",
+                                         "sets_scored"}));
+  KC_ASSIGN_OR_RETURN(const std::string method, read_string(j, "method"));
+  KC_CHECK_ARG(method == refine_method_name(RefineMethod::kAgreement), j.path(), ".method is \"", method,
+               "\"; expected \"", refine_method_name(RefineMethod::kAgreement), "\"");
+  AnchorRefinement r;
+  KC_ASSIGN_OR_RETURN(const JsonField dp, j.member("dp_anchors"));
+  KC_ASSIGN_OR_RETURN(r.dp_anchors, read_int32_list(dp));
+  KC_ASSIGN_OR_RETURN(r.dp_objective, read_double(j, "dp_objective"));
+  KC_ASSIGN_OR_RETURN(r.agreement, read_double(j, "agreement"));
+  KC_ASSIGN_OR_RETURN(r.kl, read_double(j, "kl"));
+  KC_ASSIGN_OR_RETURN(r.dp_agreement, read_double(j, "dp_agreement"));
+  KC_ASSIGN_OR_RETURN(r.dp_kl, read_double(j, "dp_kl"));
+  KC_ASSIGN_OR_RETURN(r.tokens, read_int64(j, "tokens"));
+  KC_ASSIGN_OR_RETURN(r.prompts, read_int64(j, "prompts"));
+  KC_ASSIGN_OR_RETURN(r.steps, read_int64(j, "steps"));
+  KC_ASSIGN_OR_RETURN(r.max_rounds, read_int32(j, "max_rounds"));
+  KC_ASSIGN_OR_RETURN(r.rounds, read_int32(j, "rounds"));
+  KC_ASSIGN_OR_RETURN(const JsonField local, j.member("local_optimum"));
+  KC_CHECK_ARG(local.value().is_boolean(), local.path(), " is ", local.value().dump(), "; expected true or false");
+  r.local_optimum = local.value().get<bool>();
+  KC_ASSIGN_OR_RETURN(r.sets_scored, read_int64(j, "sets_scored"));
+  return r;
+}
+
 Result<AnchorSet> read_anchor_set(const JsonField& s, int32_t N, int32_t G) {
-  KC_RETURN_IF_ERROR(s.expect_only_keys({"num_anchors", "anchors", "objective", "head_map"}));
+  KC_RETURN_IF_ERROR(s.expect_only_keys({"num_anchors", "anchors", "objective", "head_map", "refinement"}));
   AnchorSet set;
   KC_ASSIGN_OR_RETURN(const int32_t num_anchors, read_int32(s, "num_anchors"));
   KC_ASSIGN_OR_RETURN(const JsonField anchors, s.member("anchors"));
-  KC_ASSIGN_OR_RETURN(const size_t count, anchors.array_size());
-  KC_CHECK_ARG(static_cast<int64_t>(count) == num_anchors, s.path(), ".num_anchors is ", num_anchors, " but ",
-               anchors.path(), " has ", count, " entries");
-  for (size_t m = 0; m < count; ++m) {
-    KC_ASSIGN_OR_RETURN(const int64_t a, anchors.element(m).as_int(kInt32Min, kInt32Max));
-    set.anchors.push_back(static_cast<int32_t>(a));
-  }
+  KC_ASSIGN_OR_RETURN(set.anchors, read_int32_list(anchors));
+  KC_CHECK_ARG(static_cast<int64_t>(set.anchors.size()) == num_anchors, s.path(), ".num_anchors is ", num_anchors,
+               " but ", anchors.path(), " has ", set.anchors.size(), " entries");
   if (s.has("objective")) {
     KC_ASSIGN_OR_RETURN(const JsonField objective, s.member("objective"));
     KC_ASSIGN_OR_RETURN(set.objective, objective.as_finite_double());
@@ -259,6 +319,9 @@ Result<AnchorSet> read_anchor_set(const JsonField& s, int32_t N, int32_t G) {
       KC_ASSIGN_OR_RETURN(const int64_t v, row.element(g).as_int(kInt32Min, kInt32Max));
       set.head_map.push_back(static_cast<int32_t>(v));
     }
+  }
+  if (s.has("refinement")) {
+    KC_ASSIGN_OR_RETURN(set.refinement, read_refinement(s));
   }
   return set;
 }

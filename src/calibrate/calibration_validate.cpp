@@ -1,7 +1,8 @@
 // calibration_validate.cpp — validate_calibration(): the semantic checks of a calibration file
 // (model identity, sections required by the source, statistics, anchor sets, head maps, default
-// count), each error naming the field; plus the names of the file's enums.
+// count, refined sets), each error naming the field; plus the names of the file's enums.
 // Tested by tests/unit/calibrate/test_calibration_file.cpp (one case per malformed field).
+#include <algorithm>
 #include <cmath>
 
 #include "kascade/calibration.h"
@@ -51,6 +52,49 @@ Status validate_collection(const CollectionSettings& c) {
   return ok_status();
 }
 
+bool is_probability(double v) { return std::isfinite(v) && v >= 0.0 && v <= 1.0; }
+bool is_divergence(double v) { return std::isfinite(v) && v >= 0.0; }
+
+// A refined set (the extension of docs/spec-notes.md): the DP set it started from, both scores,
+// the settings, and that the refined set is not worse than the DP set, nor above it in objective.
+Status validate_refinement(const AnchorSet& set, const std::string& field, int32_t num_layers) {
+  const AnchorRefinement& r = *set.refinement;
+  const std::string f = field + ".refinement";
+  Status s = validate_anchors(r.dp_anchors, num_layers);
+  if (!s.ok()) return s.with_context(f + ".dp_anchors");
+  KC_CHECK_ARG(r.dp_anchors.size() == set.anchors.size(), f, ".dp_anchors has ", r.dp_anchors.size(),
+               " anchors but the set has ", set.anchors.size(), "; a refinement keeps the anchor count");
+  KC_CHECK_ARG(std::isfinite(r.dp_objective), f, ".dp_objective is ", r.dp_objective, "; expected a finite value");
+  KC_CHECK_ARG(is_probability(r.agreement), f, ".agreement is ", r.agreement, "; expected a fraction in [0, 1]");
+  KC_CHECK_ARG(is_probability(r.dp_agreement), f, ".dp_agreement is ", r.dp_agreement,
+               "; expected a fraction in [0, 1]");
+  KC_CHECK_ARG(is_divergence(r.kl), f, ".kl is ", r.kl, "; expected a finite value >= 0");
+  KC_CHECK_ARG(is_divergence(r.dp_kl), f, ".dp_kl is ", r.dp_kl, "; expected a finite value >= 0");
+  KC_CHECK_ARG(r.tokens >= 1, f, ".tokens is ", r.tokens, "; expected >= 1");
+  KC_CHECK_ARG(r.prompts >= 1, f, ".prompts is ", r.prompts, "; expected >= 1");
+  KC_CHECK_ARG(r.steps >= r.prompts && (r.steps - 1) / r.tokens < r.prompts /* steps <= tokens x prompts */, f,
+               ".steps is ", r.steps, "; expected between prompts (", r.prompts, ") and tokens x prompts (",
+               r.tokens, " x ", r.prompts, ")");
+  KC_CHECK_ARG(r.max_rounds >= 0, f, ".max_rounds is ", r.max_rounds, "; expected >= 0");
+  KC_CHECK_ARG(r.rounds >= 0 && r.rounds <= r.max_rounds, f, ".rounds is ", r.rounds, "; expected 0..max_rounds (",
+               r.max_rounds, ")");
+  KC_CHECK_ARG(r.sets_scored >= 1, f, ".sets_scored is ", r.sets_scored, "; expected >= 1 (the DP set)");
+  KC_CHECK_ARG(r.agreement > r.dp_agreement || (r.agreement == r.dp_agreement && r.kl <= r.dp_kl), f,
+               ": the refined set (agreement ", r.agreement, ", KL ", r.kl, ") scores below the DP set (agreement ",
+               r.dp_agreement, ", KL ", r.dp_kl, "); the climb only moves to better sets");
+  if (set.anchors == r.dp_anchors) {
+    KC_CHECK_ARG(r.agreement == r.dp_agreement && r.kl == r.dp_kl, f,
+                 ": the refined set is the DP set but their scores differ");
+  }
+  if (set.objective) {
+    // The DP maximises the objective over all sets of this count (up to the order of its fp64 sums).
+    const double slack = 1e-9 * std::max(1.0, std::fabs(r.dp_objective));
+    KC_CHECK_ARG(*set.objective <= r.dp_objective + slack, f, ".dp_objective is ", r.dp_objective,
+                 ", below the objective ", *set.objective, " of the refined set; the DP set maximises the objective");
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status validate_calibration(const CalibrationFile& file) {
@@ -97,6 +141,10 @@ Status validate_calibration(const CalibrationFile& file) {
       KC_CHECK_ARG(set.objective.has_value(), field, ".objective is missing");
       KC_CHECK_ARG(std::isfinite(*set.objective), field, ".objective is ", *set.objective,
                    "; expected a finite value");
+    }
+    if (set.refinement) {
+      KC_CHECK_ARG(!imported, field, ".refinement is set on an imported file (no statistics to build head maps from)");
+      KC_RETURN_IF_ERROR(validate_refinement(set, field, m.num_layers));
     }
   }
   KC_CHECK_ARG(file.find_anchor_set(file.default_num_anchors) != nullptr, "default_num_anchors is ",

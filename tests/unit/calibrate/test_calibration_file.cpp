@@ -3,7 +3,10 @@
 // text and through a file), re-deriving anchor sets from a file's statistics, and one case per
 // malformed input (missing key, wrong type, wrong shape, bad anchors, bad head map, non-finite
 // number, version mismatch, unknown key, syntax error), each refused with a message that names
-// the field.
+// the field. Refined anchor sets (src/calibrate/refined_sets.cpp, the extension of
+// docs/spec-notes.md): apply_refinement and its refusals, their round trip, the shipped (older)
+// file loading and re-written byte for byte, every malformed refinement field, and the --from-stats
+// carry-over (kept when the DP set is the one the climb started from, dropped otherwise).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
@@ -467,6 +471,220 @@ TEST(CalibrationFileMalformed, SyntaxErrorsAndFiles) {
   EXPECT_NE(bad.status().message().find(path), std::string::npos) << bad.status().message();
   EXPECT_NE(bad.status().message().find("anchor_sets[0].anchors"), std::string::npos) << bad.status().message();
   std::remove(path.c_str());
+}
+
+// ---- refined sets (the extension of docs/spec-notes.md) ----
+
+HillClimbResult fake_climb(const std::vector<int32_t>& start, const std::vector<int32_t>& best,
+                           const AgreementScore& start_score, const AgreementScore& best_score) {
+  HillClimbResult c;
+  c.start = {start, start_score};
+  c.best = {best, best_score};
+  c.rounds.resize(2);  // the file records how many rounds were scanned
+  c.local_optimum = true;
+  c.sets_scored = 9;
+  return c;
+}
+
+const RefineSettings kSettings{8, 2, 3};  // tokens, prompts, max_rounds
+
+std::vector<int32_t> first_neighbour(const CalibrationFile& f, int32_t k, size_t which = 0) {
+  auto n = anchor_swap_neighbours(f.find_anchor_set(k)->anchors, kN);
+  EXPECT_TRUE(n.ok() && n->size() > which);
+  return (*n)[which];
+}
+
+// The 3-anchor DP set replaced by its first neighbour, which scores better.
+CalibrationFile refined_file() {
+  CalibrationFile f = collected_file();
+  const HillClimbResult c =
+      fake_climb(f.find_anchor_set(3)->anchors, first_neighbour(f, 3), AgreementScore{3, 10, 0.5}, AgreementScore{7, 10, 0.25});
+  const Status s = apply_refinement(f, c, kSettings);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return f;
+}
+
+TEST(CalibrationFileRefinement, ApplyReplacesTheDpSetAndRecordsIt) {
+  const CalibrationFile before = collected_file();
+  const CalibrationFile f = refined_file();
+  const AnchorSet& dp = *before.find_anchor_set(3);
+  const AnchorSet& set = *f.find_anchor_set(3);
+  EXPECT_EQ(set.anchors, first_neighbour(before, 3));
+  EXPECT_NE(set.anchors, dp.anchors);
+  EXPECT_EQ(set.head_map, build_head_map(*f.stats, set.anchors).value());
+  const std::vector<double> W = layer_scores(*f.stats).value();
+  EXPECT_EQ(*set.objective, anchor_objective(W, kN, set.anchors).value());
+  ASSERT_TRUE(set.refinement.has_value());
+  AnchorRefinement want;
+  want.dp_anchors = dp.anchors;
+  want.dp_objective = *dp.objective;
+  want.agreement = 0.7;  // 7 of 10, as the climb's best scored
+  want.kl = 0.25;
+  want.dp_agreement = 0.3;
+  want.dp_kl = 0.5;
+  want.tokens = 8;
+  want.prompts = 2;
+  want.steps = 10;
+  want.max_rounds = 3;
+  want.rounds = 2;
+  want.local_optimum = true;
+  want.sets_scored = 9;
+  EXPECT_TRUE(*set.refinement == want) << calibration_to_json(f).value();
+  for (int32_t k : {2, 4, 5}) EXPECT_EQ(*f.find_anchor_set(k), *before.find_anchor_set(k)) << k << " anchors";
+  EXPECT_EQ(f.default_num_anchors, before.default_num_anchors);
+}
+
+TEST(CalibrationFileRefinement, ApplyRefusesWhatItCannotRecordAndLeavesTheFile) {
+  const CalibrationFile base = collected_file();
+  const std::vector<int32_t> dp = base.find_anchor_set(3)->anchors;
+  const std::vector<int32_t> other = first_neighbour(base, 3);
+  struct Case {
+    std::string label;
+    HillClimbResult climb;
+    RefineSettings settings;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {"start is not the DP set", fake_climb(first_neighbour(base, 3, 1), other, AgreementScore{1, 10, 1}, AgreementScore{2, 10, 1}),
+       kSettings, "the DP set"},
+      {"ends below its start", fake_climb(dp, other, AgreementScore{5, 10, 0.1}, AgreementScore{4, 10, 0.0}), kSettings,
+       "scores below"},
+      {"different positions", fake_climb(dp, other, AgreementScore{5, 10, 0.1}, AgreementScore{6, 11, 0.0}), kSettings,
+       "same positions"},
+      {"no set of that count", fake_climb({0}, {0}, AgreementScore{1, 2, 0}, AgreementScore{1, 2, 0}), kSettings,
+       "no anchor set with 1"},
+      {"best has another count", fake_climb(dp, {0, 1}, AgreementScore{1, 2, 0}, AgreementScore{2, 2, 0}), kSettings, "not 3"},
+      {"tokens 0", fake_climb(dp, other, AgreementScore{1, 2, 0}, AgreementScore{2, 2, 0}), RefineSettings{0, 2, 3},
+       "anchor_sets[1].refinement.tokens"},
+  };
+  for (const Case& c : cases) {
+    CalibrationFile f = base;
+    const Status s = apply_refinement(f, c.climb, c.settings);
+    ASSERT_FALSE(s.ok()) << c.label;
+    EXPECT_NE(s.message().find(c.needle), std::string::npos) << c.label << ": " << s.message();
+    EXPECT_EQ(f, base) << c.label << ": the file changed";
+  }
+  CalibrationFile twice = refined_file();
+  const HillClimbResult again = fake_climb(twice.find_anchor_set(3)->anchors, dp, AgreementScore{1, 2, 0}, AgreementScore{1, 2, 0});
+  EXPECT_FALSE(apply_refinement(twice, again, kSettings).ok()) << "a set is refined once";
+  CalibrationFile imported = imported_file();
+  const Status s = apply_refinement(imported, fake_climb({0, 2}, {0, 1}, AgreementScore{1, 2, 0}, AgreementScore{2, 2, 0}), kSettings);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("imported"), std::string::npos) << s.message();
+}
+
+TEST(CalibrationFileRefinement, RoundTripsAndOlderFilesLoadAndRewriteByteForByte) {
+  const CalibrationFile f = refined_file();
+  auto text = calibration_to_json(f);
+  ASSERT_TRUE(text.ok()) << text.status().to_string();
+  auto back = parse_calibration_json(*text);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, f);
+  EXPECT_EQ(calibration_to_json(*back).value(), *text);
+  const OJson j = OJson::parse(*text);
+  EXPECT_EQ(j["anchor_sets"][1]["refinement"]["dp_anchors"], OJson(f.find_anchor_set(3)->refinement->dp_anchors));
+  EXPECT_EQ(j["anchor_sets"][1]["refinement"]["method"], "agreement");
+  for (size_t i : {0u, 2u, 3u}) EXPECT_FALSE(j["anchor_sets"][i].contains("refinement")) << i;
+  EXPECT_EQ(calibration_to_json(collected_file()).value().find("refinement"), std::string::npos)
+      << "a file without refined sets is written as before";
+
+  // The shipped calibration file predates refinements: it loads, and the writer reproduces it exactly.
+  const std::string shipped = std::string(KASCADE_SOURCE_DIR) + "/models/kascade-tiny/kascade_calibration.json";
+  std::ifstream in(shipped, std::ios::binary);
+  ASSERT_TRUE(in) << shipped;
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto old = parse_calibration_json(bytes);
+  ASSERT_TRUE(old.ok()) << old.status().to_string();
+  for (const AnchorSet& set : old->anchor_sets) EXPECT_FALSE(set.refinement.has_value());
+  EXPECT_EQ(calibration_to_json(*old).value(), bytes);
+}
+
+TEST(CalibrationFileRefinement, MalformedRefinementsAreRefusedNamingTheField) {
+  const CalibrationFile f = refined_file();
+  const std::string r = "/anchor_sets/1/refinement/";
+  const std::string field = "anchor_sets[1].refinement";
+  std::vector<Mutation> cases;
+  for (const std::string key : {"method", "dp_anchors", "dp_objective", "agreement", "kl", "dp_agreement", "dp_kl",
+                                "tokens", "prompts", "steps", "max_rounds", "rounds", "local_optimum", "sets_scored"}) {
+    cases.push_back(erase_key(r + key, field + "." + key));
+  }
+  const double objective = *f.find_anchor_set(3)->objective;
+  const std::vector<int32_t> own = f.find_anchor_set(3)->anchors;
+  for (Mutation m : {
+           set_value(r + "method", "accuracy", {field + ".method", "accuracy"}),
+           set_value(r + "agreement", 1.5, {field + ".agreement", "[0, 1]"}),
+           set_value(r + "dp_agreement", -0.1, {field + ".dp_agreement"}),
+           set_value(r + "kl", -1.0, {field + ".kl", ">= 0"}),
+           set_value(r + "dp_kl", "x", {field + ".dp_kl", "a number"}),
+           set_value(r + "dp_anchors", {0, 1}, {field + ".dp_anchors", "anchor count"}),
+           set_value(r + "dp_anchors", {1, 2, 3}, {field + ".dp_anchors", "layer 0"}),
+           set_value(r + "agreement", 0.2, {field, "scores below the DP set"}),
+           {"same agreement, higher KL",
+            [r](OJson& j) {
+              j[ptr(r + "agreement")] = 0.3;
+              j[ptr(r + "kl")] = 0.75;
+            },
+            {field, "scores below the DP set"}},
+           set_value(r + "steps", 17, {field + ".steps"}),
+           set_value(r + "steps", 1, {field + ".steps"}),
+           set_value(r + "rounds", 4, {field + ".rounds"}),
+           set_value(r + "tokens", 0, {field + ".tokens"}),
+           set_value(r + "prompts", 0, {field + ".prompts"}),
+           set_value(r + "max_rounds", -1, {field + ".max_rounds"}),
+           set_value(r + "sets_scored", 0, {field + ".sets_scored"}),
+           set_value(r + "local_optimum", 1, {field + ".local_optimum", "true or false"}),
+           set_value(r + "dp_objective", objective - 1.0, {field + ".dp_objective", "maximises"}),
+           set_value(r + "dp_anchors", own, {field, "is the DP set but their scores differ"}),
+           set_value(r + "notes", "x", {field + ".notes", "not a known key"}),
+       }) {
+    cases.push_back(std::move(m));
+  }
+  run_mutations(f, cases);
+  // An imported file has no statistics to refine with.
+  OJson imported = OJson::parse(*calibration_to_json(imported_file()));
+  imported["anchor_sets"][0]["refinement"] = OJson::parse(*calibration_to_json(f))["anchor_sets"][1]["refinement"];
+  imported["anchor_sets"][0]["refinement"]["dp_anchors"] = {0, 1};
+  expect_refused(imported.dump(), {"anchor_sets[0].refinement", "imported"}, "imported with a refinement");
+}
+
+TEST(CalibrationFileRefinement, FromStatsCarriesRefinementsWhoseDpSetIsUnchanged) {
+  const CalibrationFile saved = refined_file();
+  const std::vector<int32_t> all = default_anchor_counts(kN);
+  auto derived = build_calibration_file(saved.model, *saved.dev_set, *saved.collection, *saved.stats, all, 0);
+  ASSERT_TRUE(derived.ok());
+  EXPECT_NE(*derived, saved) << "the DP alone gives the DP set";
+  auto notes = carry_refinements(saved, *derived);
+  ASSERT_TRUE(notes.ok()) << notes.status().to_string();
+  ASSERT_EQ(notes->size(), 1u);
+  EXPECT_NE((*notes)[0].find("carried over"), std::string::npos) << (*notes)[0];
+  EXPECT_EQ(*derived, saved);
+
+  // Without the count, or when the DP now gives another set, the refinement is dropped.
+  auto fewer = build_calibration_file(saved.model, *saved.dev_set, *saved.collection, *saved.stats,
+                                      std::vector<int32_t>{2, 4}, 0);
+  ASSERT_TRUE(fewer.ok());
+  const CalibrationFile fewer_before = *fewer;
+  notes = carry_refinements(saved, *fewer);
+  ASSERT_TRUE(notes.ok());
+  ASSERT_EQ(notes->size(), 1u);
+  EXPECT_NE((*notes)[0].find("dropped"), std::string::npos) << (*notes)[0];
+  EXPECT_EQ(*fewer, fewer_before);
+
+  CalibrationFile stale = saved;  // as if the statistics had given another DP set when it was refined
+  stale.anchor_sets[1].refinement->dp_anchors = first_neighbour(collected_file(), 3, 1);
+  auto again = build_calibration_file(saved.model, *saved.dev_set, *saved.collection, *saved.stats, all, 0);
+  ASSERT_TRUE(again.ok());
+  notes = carry_refinements(stale, *again);
+  ASSERT_TRUE(notes.ok());
+  ASSERT_EQ(notes->size(), 1u);
+  EXPECT_NE((*notes)[0].find("DP now gives"), std::string::npos) << (*notes)[0];
+  EXPECT_EQ(*again->find_anchor_set(3), *collected_file().find_anchor_set(3));
+
+  CalibrationFile plain = collected_file();
+  notes = carry_refinements(collected_file(), plain);
+  ASSERT_TRUE(notes.ok());
+  EXPECT_TRUE(notes->empty());
+  EXPECT_EQ(plain, collected_file());
 }
 
 }  // namespace
