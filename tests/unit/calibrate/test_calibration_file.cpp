@@ -515,20 +515,19 @@ TEST(CalibrationFileRefinement, ApplyReplacesTheDpSetAndRecordsIt) {
   const std::vector<double> W = layer_scores(*f.stats).value();
   EXPECT_EQ(*set.objective, anchor_objective(W, kN, set.anchors).value());
   ASSERT_TRUE(set.refinement.has_value());
-  AnchorRefinement want;
-  want.dp_anchors = dp.anchors;
-  want.dp_objective = *dp.objective;
-  want.agreement = 0.7;  // 7 of 10, as the climb's best scored
-  want.kl = 0.25;
-  want.dp_agreement = 0.3;
-  want.dp_kl = 0.5;
-  want.tokens = 8;
-  want.prompts = 2;
-  want.steps = 10;
-  want.max_rounds = 3;
-  want.rounds = 2;
-  want.local_optimum = true;
-  want.sets_scored = 9;
+  const AnchorRefinement want{.dp_anchors = dp.anchors,
+                              .dp_objective = *dp.objective,
+                              .agreement = 0.7,  // 7 of 10, as the climb's best scored
+                              .kl = 0.25,
+                              .dp_agreement = 0.3,
+                              .dp_kl = 0.5,
+                              .tokens = 8,
+                              .prompts = 2,
+                              .steps = 10,
+                              .max_rounds = 3,
+                              .rounds = 2,
+                              .local_optimum = true,
+                              .sets_scored = 9};
   EXPECT_TRUE(*set.refinement == want) << calibration_to_json(f).value();
   for (int32_t k : {2, 4, 5}) EXPECT_EQ(*f.find_anchor_set(k), *before.find_anchor_set(k)) << k << " anchors";
   EXPECT_EQ(f.default_num_anchors, before.default_num_anchors);
