@@ -99,12 +99,6 @@ struct Args {
   bool no_progress = false;
 };
 
-std::string join(const std::vector<int32_t>& v, const char* sep = ",") {
-  std::ostringstream os;
-  for (size_t i = 0; i < v.size(); ++i) os << (i ? sep : "") << v[i];
-  return os.str();
-}
-
 Result<int32_t> parse_int(const std::string& text, const char* what) {
   try {
     size_t used = 0;
@@ -272,10 +266,10 @@ void print_anchor_sets(const calib::CalibrationFile& file) {
   std::printf(":\n");
   for (const calib::AnchorSet& s : file.anchor_sets) {
     const bool is_default = s.anchors.size() == static_cast<size_t>(file.default_num_anchors);
-    std::printf("  %s%2zu anchors: %-28s", is_default ? "*" : " ", s.anchors.size(), join(s.anchors).c_str());
+    std::printf("  %s%2zu anchors: %-28s", is_default ? "*" : " ", s.anchors.size(), calib::format_anchors(s.anchors).c_str());
     if (s.objective) std::printf(" objective %.6f", *s.objective);
     if (s.refinement) {
-      std::printf(" refined from the DP set %s (objective %.6f): agreement %.4f vs %.4f", join(s.refinement->dp_anchors).c_str(),
+      std::printf(" refined from the DP set %s (objective %.6f): agreement %.4f vs %.4f", calib::format_anchors(s.refinement->dp_anchors).c_str(),
                   s.refinement->dp_objective, s.refinement->agreement, s.refinement->dp_agreement);
     }
     std::printf("\n");
@@ -295,10 +289,10 @@ void print_refinement(const runtime::RefinedCount& refined, const runtime::Refin
   std::printf("refinement of the %d-anchor set: agreement with dense over %lld prompts (%lld scored positions), "
               "then mean KL(dense || kascade) in nats\n",
               refined.num_anchors, static_cast<long long>(result.prompts), static_cast<long long>(result.steps));
-  std::printf("  start (DP set) %-24s %s\n", join(c.start.anchors).c_str(), score_text(c.start.score).c_str());
+  std::printf("  start (DP set) %-24s %s\n", calib::format_anchors(c.start.anchors).c_str(), score_text(c.start.score).c_str());
   for (size_t r = 0; r < c.rounds.size(); ++r) {
     const calib::ClimbRound& round = c.rounds[r];
-    std::printf("  round %zu, neighbours of %s:\n", r + 1, join(round.from).c_str());
+    std::printf("  round %zu, neighbours of %s:\n", r + 1, calib::format_anchors(round.from).c_str());
     std::printf("      %-24s %-22s %s\n", "anchors", "agreement (matches)", "KL");
     std::vector<size_t> order(round.candidates.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -307,12 +301,12 @@ void print_refinement(const runtime::RefinedCount& refined, const runtime::Refin
     });
     for (const size_t i : order) {
       const bool best = i == round.best;
-      std::printf("    %s %-24s %s%s\n", best ? "*" : " ", join(round.candidates[i].anchors).c_str(),
+      std::printf("    %s %-24s %s%s\n", best ? "*" : " ", calib::format_anchors(round.candidates[i].anchors).c_str(),
                   score_text(round.candidates[i].score).c_str(),
                   best ? (round.moved ? "   best: moved here" : "   best: not better, stop") : "");
     }
   }
-  std::printf("  result: %s %s (%s; %zu round%s, %lld sets scored)\n", join(c.best.anchors).c_str(),
+  std::printf("  result: %s %s (%s; %zu round%s, %lld sets scored)\n", calib::format_anchors(c.best.anchors).c_str(),
               score_text(c.best.score).c_str(),
               c.local_optimum ? "a local optimum" : "the round limit stopped the climb", c.rounds.size(),
               c.rounds.size() == 1 ? "" : "s", static_cast<long long>(c.sets_scored));
@@ -350,7 +344,7 @@ Result<std::vector<int32_t>> refine_anchor_counts(const Args& a, const std::vect
   KC_ASSIGN_OR_RETURN(std::vector<int32_t> wanted, parse_int_list(a.refine_anchors, "--refine-anchors"));
   for (size_t i = 0; i < wanted.size(); ++i) {
     KC_CHECK_ARG(std::find(counts.begin(), counts.end(), wanted[i]) != counts.end(), "--refine-anchors: ", wanted[i],
-                 " is not among the anchor counts derived (--anchors ", a.anchors, " gives ", join(counts), ")");
+                 " is not among the anchor counts derived (--anchors ", a.anchors, " gives ", calib::format_anchors(counts), ")");
     for (size_t j = 0; j < i; ++j)
       KC_CHECK_ARG(wanted[j] != wanted[i], "--refine-anchors: ", wanted[i], " is listed twice");
   }
@@ -371,7 +365,7 @@ Status run_refinement(const Args& a, Runtime& runtime, const DevSet& dev, const 
   std::fprintf(stderr,
                "refining anchor sets %s by agreement with dense attention: %zu prompts, %d scored positions each "
                "(at most), at most %d rounds; kascade at Top-k fraction %g, k_min %lld, tile %d\n",
-               join(refine_counts).c_str(), num_prompts, a.refine_tokens, a.refine_rounds, a.topk_fraction,
+               calib::format_anchors(refine_counts).c_str(), num_prompts, a.refine_tokens, a.refine_rounds, a.topk_fraction,
                static_cast<long long>(a.k_min), a.tile);
   StatusLine line(!a.no_progress);
   KC_ASSIGN_OR_RETURN(

@@ -247,7 +247,7 @@ struct AgreementScore {
 // a is better than b: higher agreement (compared exactly, as fractions), then lower mean KL.
 bool better_agreement(const AgreementScore& a, const AgreementScore& b);
 
-// "0,2,5" (for messages and tables).
+// "0,2,5": an anchor set (or any list of layers or counts), comma-separated, for messages and tables.
 std::string format_anchors(std::span<const int32_t> anchors);
 
 // Every set made from `anchors` by replacing one anchor other than layer 0 by one layer that is not an

@@ -9,15 +9,6 @@
 #include "policy/policy_program.h"
 
 namespace kascade::runtime {
-namespace {
-
-std::string join(const std::vector<int32_t>& values) {
-  std::ostringstream os;
-  for (size_t i = 0; i < values.size(); ++i) os << (i ? "," : "") << values[i];
-  return os.str();
-}
-
-}  // namespace
 
 std::filesystem::path model_dir_of(const std::string& model) {
   namespace fs = std::filesystem;
@@ -54,9 +45,9 @@ Result<Schedule> schedule_from_calibration(const std::string& path, int32_t num_
     std::vector<int32_t> available;
     for (const auto& s : file->anchor_sets) available.push_back(static_cast<int32_t>(s.anchors.size()));
     return invalid_argument("calibration file ", path, " has no anchor set with ", wanted, " anchors; it has ",
-                            available.empty() ? std::string("none") : join(available));
+                            available.empty() ? std::string("none") : calib::format_anchors(available));
   }
-  if (note != nullptr) *note = "anchors " + join(set->anchors) + " from " + path;
+  if (note != nullptr) *note = "anchors " + calib::format_anchors(set->anchors) + " from " + path;
   return Schedule{set->anchors, set->head_map};
 }
 
@@ -83,10 +74,10 @@ Result<Schedule> choose_schedule(const std::string& policy, const ScheduleShape&
                "`kascade calibrate` (", r.file_option, "), or ", r.anchors_option,
                " (0, L1, L2, ...) for an identity head map");
   if (r.head_map.empty()) {
-    if (note != nullptr) *note = "anchors " + join(r.anchors) + " (identity head map)";
+    if (note != nullptr) *note = "anchors " + calib::format_anchors(r.anchors) + " (identity head map)";
     return identity_schedule(r.anchors, static_cast<int32_t>(shape.num_layers), static_cast<int32_t>(shape.num_kv_heads));
   }
-  if (note != nullptr) *note = "anchors " + join(r.anchors) + " (given head map)";
+  if (note != nullptr) *note = "anchors " + calib::format_anchors(r.anchors) + " (given head map)";
   return Schedule{r.anchors, r.head_map};
 }
 
