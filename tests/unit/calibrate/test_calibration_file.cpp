@@ -587,15 +587,24 @@ TEST(CalibrationFileRefinement, RoundTripsAndOlderFilesLoadAndRewriteByteForByte
   EXPECT_EQ(calibration_to_json(collected_file()).value().find("refinement"), std::string::npos)
       << "a file without refined sets is written as before";
 
-  // The shipped calibration file predates refinements: it loads, and the writer reproduces it exactly.
-  const std::string shipped = std::string(KASCADE_SOURCE_DIR) + "/models/kascade-tiny/kascade_calibration.json";
-  std::ifstream in(shipped, std::ios::binary);
-  ASSERT_TRUE(in) << shipped;
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto old = parse_calibration_json(bytes);
+  // A file written before refinements existed (c22's first calibration, DP sets only): it loads, and the
+  // writer reproduces it exactly.
+  const auto read_bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    EXPECT_TRUE(in) << path;
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string older = read_bytes(std::string(KASCADE_SOURCE_DIR) + "/tests/data/calibration/kascade_tiny_c22_dp_only.json");
+  auto old = parse_calibration_json(older);
   ASSERT_TRUE(old.ok()) << old.status().to_string();
   for (const AnchorSet& set : old->anchor_sets) EXPECT_FALSE(set.refinement.has_value());
-  EXPECT_EQ(calibration_to_json(*old).value(), bytes);
+  EXPECT_EQ(calibration_to_json(*old).value(), older);
+
+  // The shipped file (refined default set, written on the GPU) loads and rewrites byte for byte too.
+  const std::string shipped = read_bytes(std::string(KASCADE_SOURCE_DIR) + "/models/kascade-tiny/kascade_calibration.json");
+  auto current = parse_calibration_json(shipped);
+  ASSERT_TRUE(current.ok()) << current.status().to_string();
+  EXPECT_EQ(calibration_to_json(*current).value(), shipped);
 }
 
 TEST(CalibrationFileRefinement, MalformedRefinementsAreRefusedNamingTheField) {
