@@ -87,12 +87,15 @@ def load_docset(folder: Path, tokenizer_sha: str | None) -> DocSet:
 class StreamedTasks:
     """Task shards written during training by scripts/stream_train_data.py (--generate): poll()
     reads the shards that appeared since the last call (the producer renames each complete file into
-    place), docset() gives the newest `window` documents of each target length."""
+    place), docset() gives the newest `window` documents of each target length — and, apart, of each
+    (length, task) of the tasks in `separate` (the --extra-tasks of scripts/train_mix.py, whose shards
+    must not crowd the main mix's out of a shared length's window, nor each other)."""
 
-    def __init__(self, folder: Path, window: int, tokenizer_sha: str):
-        self.folder, self.window, self.sha = folder, window, tokenizer_sha
+    def __init__(self, folder: Path, window: int, tokenizer_sha: str, separate: frozenset[str] = frozenset()):
+        self.folder, self.window, self.sha, self.separate = folder, window, tokenizer_sha, separate
         self.seen: set[str] = set()
         self.parts: dict[int, list[tuple[dict, dict]]] = {}  # length -> (arrays, meta), oldest first
+        self.extra_parts: dict[tuple[int, str], list[tuple[dict, dict]]] = {}  # (length, separate task) -> the same
         self.shards = self.tokens = 0  # totals read
         self.documents_by_length: dict[int, int] = {}  # target length -> documents read
 
@@ -103,7 +106,11 @@ class StreamedTasks:
         for f in new:
             self.seen.add(f.name)
             z, meta = checked_part(f, self.sha)
-            held = self.parts.setdefault(int(meta["length"]), [])
+            task = meta.get("task_selection")
+            if task in self.separate:
+                held = self.extra_parts.setdefault((int(meta["length"]), task), [])
+            else:
+                held = self.parts.setdefault(int(meta["length"]), [])
             held.append((z, meta))
             while len(held) > 1 and sum(len(p["ans_start"]) for p, _ in held[1:]) >= self.window:
                 held.pop(0)
@@ -119,8 +126,14 @@ class StreamedTasks:
         return sum(self.documents_by_length.values())
 
     def lengths(self) -> set[int]:
+        """The lengths of the main mix's shards read."""
         return set(self.parts)
+
+    def extra_keys(self) -> set[tuple[int, str]]:
+        """The (length, task) of the separate tasks' shards read."""
+        return set(self.extra_parts)
 
     def docset(self) -> DocSet:
         held = [pm for L in sorted(self.parts) for pm in self.parts[L]]
+        held += [pm for key in sorted(self.extra_parts) for pm in self.extra_parts[key]]
         return docset_from_parts([p for p, _ in held], [m for _, m in held])

@@ -16,7 +16,9 @@ One invocation = one chunk:
      micro-batches of ~--micro-tokens tokens; each micro-batch is either natural text (windows of
      --natural-ctx tokens) or task samples of one target length (one sample a row, padded to the
      longest sample of that length, so no sample attends to another), drawn by --mix-natural,
-     --length-weights and --task-weights. Loss: mean
+     --length-weights and --task-weights; --extra-tasks NAME@L1:L2:...=SHARE adds tasks at lengths of
+     their own, each taking SHARE of the task micro-batches (scripts/train_mix.py; the copy curriculum's
+     short copy_strings / hop_drill beside a long main mix). Loss: mean
      next-token cross-entropy over the natural/prompt tokens (task prompts weighted by
      --prompt-weight) + --answer-weight x mean cross-entropy over the answer-span tokens (the
      completion and its <|end_of_text|>). bf16 autocast, fp32 master weights, fused AdamW
@@ -75,6 +77,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import train_mix  # noqa: E402
 from train_data_io import DocSet, StreamedTasks, load_docset  # noqa: E402
 from train_logs import plot_logs, read_log_tail, write_log  # noqa: E402
 
@@ -246,7 +249,8 @@ class Batcher:
 
     def __init__(self, tasks: DocSet | None, natural: DocSet | None, device, micro_tokens: int,
                  natural_ctx: int, mix_natural: float, length_weights: dict[int, float],
-                 task_weights: dict[str, float], seed: int, strict_names: bool = True):
+                 task_weights: dict[str, float], seed: int, strict_names: bool = True,
+                 extras: list[train_mix.ExtraTask] = ()):
         self.device = device
         self.micro_tokens = micro_tokens
         self.natural_ctx = natural_ctx
@@ -262,14 +266,16 @@ class Batcher:
             self.nat = torch.from_numpy(natural.tokens.astype(np.int32)).to(device)
             if self.nat.numel() < natural_ctx + 2:
                 raise ValueError(f"natural text has {self.nat.numel()} tokens, fewer than one window")
-        self.length_weights, self.task_weights = length_weights, task_weights
+        self.length_weights, self.task_weights, self.extras = length_weights, task_weights, list(extras)
         # task rows handed out per target length (a streamed sample's reuse = rows / documents)
         self.rows_drawn_by_length: dict[int, int] = {}
         self.set_tasks(tasks, strict_names)
 
     def set_tasks(self, tasks: DocSet | None, strict_names: bool = True) -> None:
-        """(Re)builds the task buckets from `tasks` (streamed data: each refresh); strict_names: a
-        --task-weights name absent from the data is an error (streamed: the producer checked them)."""
+        """(Re)builds the task buckets from `tasks` (streamed data: each refresh): one per length of the
+        main mix, one per (length, task) of --extra-tasks (train_mix.task_buckets); strict_names: a
+        --task-weights name absent from the data, or an extra task's length without samples, is an error
+        (streamed: the producer checked the names, and the first shards need not hold every pair yet)."""
         self.buckets = {}
         if tasks is not None:
             self.task_tokens = torch.from_numpy(tasks.tokens.astype(np.int32)).to(self.device)
@@ -277,30 +283,36 @@ class Batcher:
             unknown = set(self.task_weights) - set(names)
             if unknown and strict_names:
                 raise ValueError(f"--task-weights names unknown tasks {sorted(unknown)}; known: {names}")
-            for L in sorted(set(int(x) for x in tasks.length)):
-                w = self.length_weights.get(L, 1.0 if not self.length_weights else 0.0)
-                if w <= 0:
-                    continue
-                idx = np.nonzero(tasks.length == L)[0]
+            task_name = np.array(names, dtype=object)[tasks.task] if len(names) else np.array([], dtype=object)
+            plan = train_mix.task_buckets(set(zip(tasks.length.tolist(), task_name.tolist())), self.length_weights,
+                                          self.extras)
+            missing = [f"{e.task}@{L}" for e in self.extras for L in e.lengths
+                       if not any(b.task == e.task and b.length == L for b in plan)]
+            if missing and strict_names:
+                raise ValueError(f"--extra-tasks: no samples of {', '.join(missing)} in the data")
+            extra_names = [e.task for e in self.extras]
+            for b in plan:
+                in_bucket = np.isin(task_name, extra_names, invert=True) if b.task is None else task_name == b.task
+                idx = np.nonzero((tasks.length == b.length) & in_bucket)[0]
                 longest = int(np.diff(tasks.offsets)[idx].max())
                 tw = np.array([self.task_weights.get(names[t], 1.0) for t in tasks.task[idx]], dtype=np.float64)
-                self.buckets[L] = dict(
-                    weight=w, n=len(idx), row=-(-longest // 64) * 64,
-                    probs=None if not self.task_weights else torch.from_numpy(tw / tw.sum()).to(self.device),
+                weighted = self.task_weights and b.task is None  # an extra bucket holds one task: once per pass
+                self.buckets[b.label] = dict(
+                    weight=b.weight, length=b.length, n=len(idx), row=-(-longest // 64) * 64,
+                    probs=torch.from_numpy(tw / tw.sum()).to(self.device) if weighted else None,
                     start=torch.from_numpy(tasks.offsets[idx]).to(self.device),
                     size=torch.from_numpy(np.diff(tasks.offsets)[idx]).to(self.device),
                     ans=torch.from_numpy(tasks.ans_start[idx].astype(np.int64)).to(self.device),
                     order=torch.randperm(len(idx), device=self.device, generator=self.gen), pos=0)
             if not self.buckets and self.mix_natural < 1.0:
                 raise ValueError(f"no task samples with a length in {sorted(self.length_weights)}")
-        lens = list(self.buckets)
-        w = np.array([self.buckets[L]["weight"] for L in lens], dtype=np.float64)
-        self.bucket_lengths, self.bucket_probs = lens, (w / w.sum() if len(w) else w)
+        self.bucket_keys = list(self.buckets)
+        self.bucket_probs = np.array([self.buckets[k]["weight"] for k in self.bucket_keys], dtype=np.float64)
 
     def describe(self) -> str:
         parts = [f"natural {self.mix_natural:.2f} @ {self.natural_ctx}"] if self.mix_natural > 0 else []
-        for L, p in zip(self.bucket_lengths, self.bucket_probs):
-            parts.append(f"tasks@{L} {(1 - self.mix_natural) * p:.2f} ({self.buckets[L]['n']} samples)")
+        for key, p in zip(self.bucket_keys, self.bucket_probs):
+            parts.append(f"{key} {(1 - self.mix_natural) * p:.2f} ({self.buckets[key]['n']} samples)")
         return ", ".join(parts)
 
     @property
@@ -312,8 +324,7 @@ class Batcher:
         2 prompt, 3 answer; label; is_task) for one micro-batch."""
         if self.rng.random() < self.mix_natural:
             return self._natural()
-        L = int(self.rng.choice(self.bucket_lengths, p=self.bucket_probs))
-        return self._tasks(L)
+        return self._tasks(self.bucket_keys[int(self.rng.choice(len(self.bucket_keys), p=self.bucket_probs))])
 
     def _natural(self):
         L = self.natural_ctx
@@ -324,9 +335,9 @@ class Batcher:
         kind = torch.ones(B, L, dtype=torch.int8, device=self.device)
         return seq[:, :-1], seq[:, 1:], kind, f"natural@{L}", False
 
-    def _tasks(self, L: int):
-        b = self.buckets[L]
-        R = b["row"]  # row length: the longest sample of this length, rounded up to 64
+    def _tasks(self, key: str):
+        b = self.buckets[key]
+        L, R = b["length"], b["row"]  # row length: the longest sample of this length, rounded up to 64
         B = max(1, self.micro_tokens // R)
         if b["probs"] is not None:  # --task-weights: draw with replacement by task weight
             pick = torch.multinomial(b["probs"], B, replacement=True, generator=self.gen)
@@ -345,7 +356,7 @@ class Batcher:
         tgt_pos = ar[:, 1:]  # position of the predicted token inside the document
         kind = torch.where(tgt_pos < ans[:, None], 2, 3)
         kind = torch.where(tgt_pos < size[:, None], kind, 0).to(torch.int8)
-        return seq[:, :-1], seq[:, 1:], kind, f"tasks@{L}", True
+        return seq[:, :-1], seq[:, 1:], kind, key, True
 
 
 # ------------------------------------------------------------------------------------------------
@@ -508,9 +519,7 @@ def parse_weights(spec: str) -> dict[int, float]:
     out = {}
     for part in filter(None, spec.split(",")):
         k, v = part.split("=")
-        k = k.strip().lower()
-        mult = 1024 if k.endswith("k") else 1
-        out[int(k.rstrip("k")) * mult] = float(v)
+        out[train_mix.parse_length(k)] = float(v)
     return out
 
 
@@ -530,23 +539,28 @@ def start_stream(args, tok_sha: str, deadline_train: float):
            "--stop-file", str(stop_file), "--stage", args.chunk or "stream"]
     if args.task_weights:
         cmd += ["--tasks", args.task_weights]
+    if args.extra_tasks:
+        cmd += ["--extra-tasks", args.extra_tasks]
     producer = subprocess.Popen(cmd)
     import atexit
     atexit.register(stop_stream, producer, stop_file)  # also when training fails
     log(f"generating training samples: {' '.join(cmd[1:])}")
-    streamed = StreamedTasks(folder, args.stream_window, tok_sha)
+    extras = train_mix.parse_extra_tasks(args.extra_tasks)
+    streamed = StreamedTasks(folder, args.stream_window, tok_sha, frozenset(e.task for e in extras))
     wanted = set(L for L, w in parse_weights(args.length_weights).items() if w > 0)
+    wanted_extra = {(L, e.task) for e in extras for L in e.lengths}
     t0 = time.time()
     while True:
         streamed.poll()
-        if wanted <= streamed.lengths():
+        if wanted <= streamed.lengths() and wanted_extra <= streamed.extra_keys():
             break
         if producer.poll() is not None:
             raise RuntimeError(f"the sample producer exited with {producer.returncode} before every length had data")
         if time.time() - t0 > args.stream_wait:
             producer.terminate()
-            raise RuntimeError(f"no generated samples of lengths {sorted(wanted - streamed.lengths())} after "
-                               f"{args.stream_wait:.0f} s")
+            missing = [str(L) for L in sorted(wanted - streamed.lengths())]
+            missing += [f"{t}@{L}" for L, t in sorted(wanted_extra - streamed.extra_keys())]
+            raise RuntimeError(f"no generated samples of {', '.join(missing)} after {args.stream_wait:.0f} s")
         time.sleep(1.0)
     log(f"first generated samples after {time.time() - t0:.0f} s: {streamed.shards} shards, "
         f"{streamed.documents} samples, {streamed.tokens} tokens")
@@ -611,7 +625,8 @@ def train(args) -> int:
     if not args.eval_only:
         batcher = Batcher(tasks, natural, device, args.micro_tokens, args.natural_ctx, args.mix_natural,
                           parse_weights(args.length_weights), parse_task_weights(args.task_weights),
-                          args.seed + step0, strict_names=streamed is None)
+                          args.seed + step0, strict_names=streamed is None,
+                          extras=train_mix.parse_extra_tasks(args.extra_tasks))
         # (streamed: the first shards need not hold every weighted task yet; the producer checked the names)
         log(f"mix: {batcher.describe()}")
         opt = make_optimizer(model, args.lr, args.weight_decay, device)
@@ -802,6 +817,9 @@ def main() -> int:
     ap.add_argument("--mix-natural", type=float, default=0.2)
     ap.add_argument("--length-weights", default="", help="e.g. 4k=1,8k=1,16k=2 (default: every length alike)")
     ap.add_argument("--task-weights", default="", help="e.g. cwe=2,fwe=2 (default: every task alike)")
+    ap.add_argument("--extra-tasks", default="", help="tasks at lengths of their own beside the main mix, "
+                    "NAME@L1:L2:...=SHARE of the task micro-batches (and, with --generate, of the generated tokens), "
+                    "e.g. copy_strings@512:1k:2k=0.12,hop_drill@512:1k:2k=0.1 (scripts/train_mix.py)")
     ap.add_argument("--prompt-weight", type=float, default=0.5)
     ap.add_argument("--answer-weight", type=float, default=1.0)
     ap.add_argument("--lr", type=float, default=1.5e-3)
@@ -835,6 +853,13 @@ def main() -> int:
         return check_hf(Path(args.check_hf), args.preset)
     if args.plot:
         return plot_logs(Path(args.log), Path(args.eval_log), Path(args.plot))
+    try:
+        extras = train_mix.parse_extra_tasks(args.extra_tasks)
+    except ValueError as e:
+        ap.error(str(e))
+    clash = [e.task for e in extras if parse_task_weights(args.task_weights).get(e.task, 0) > 0]
+    if clash:
+        ap.error(f"{', '.join(clash)}: in --extra-tasks and with a positive --task-weights weight; give it one place")
     if args.generate:
         if args.data:
             ap.error("--generate replaces --data: give one of them")

@@ -10,7 +10,10 @@
 // the runtime feeds) or with the whitespace stand-in (--tokenizer whitespace).
 //   kascade tasks --split train --tasks all --lengths 2k,4k --samples 100 --seed 0
 //                 --tokenizer models/kascade-tiny --out train.jsonl
-//   kascade tasks --list
+//   kascade tasks --split train --tasks copy_strings,hop_drill --lengths 512,1k,2k --samples 8 ...
+//   kascade tasks --list        # columns task, category, scorer, max_new, splits (all | train), description
+// The train-only tasks (copy_strings, hop_drill: the copy curriculum) are named on their own, never by
+// "all" or a group, and only with --split train.
 // Samples are generated in parallel (OpenMP) and written in a fixed order: for each task, for
 // each length, indices 0..N-1. Tested through tests/unit/eval (the generator) and by running it.
 #include <cstdio>
@@ -59,12 +62,16 @@ nlohmann::ordered_json sample_to_json(const eval::Sample& s) {
           {"answers", s.answers}, {"metadata", std::move(meta)}};
 }
 
+// One row a task: the evaluation suite, then the train-only tasks (splits column "train").
 void print_catalog() {
-  std::printf("%-16s %-12s %-18s %8s  %s\n", "task", "category", "scorer", "max_new", "description");
-  for (const auto& t : eval::task_catalog()) {
-    std::printf("%-16.*s %-12.*s %-18s %8d  %.*s\n", static_cast<int>(t.name.size()), t.name.data(),
-                static_cast<int>(t.category.size()), t.category.data(), eval::scorer_name(t.scorer),
-                t.max_new_tokens, static_cast<int>(t.description.size()), t.description.data());
+  std::printf("%-16s %-12s %-18s %8s %-6s  %s\n", "task", "category", "scorer", "max_new", "splits", "description");
+  for (const auto* catalog : {&eval::task_catalog(), &eval::train_only_task_catalog()}) {
+    for (const auto& t : *catalog) {
+      std::printf("%-16.*s %-12.*s %-18s %8d %-6s  %.*s\n", static_cast<int>(t.name.size()), t.name.data(),
+                  static_cast<int>(t.category.size()), t.category.data(), eval::scorer_name(t.scorer),
+                  t.max_new_tokens, t.train_only ? "train" : "all", static_cast<int>(t.description.size()),
+                  t.description.data());
+    }
   }
 }
 
@@ -163,7 +170,9 @@ int run_tasks(int argc, char** argv) {
   app.add_flag("--list", list, "list the tasks and exit");
   app.add_option("--split", split, "train, dev or eval (disjoint seeds, templates and vocabularies)")
       ->check(CLI::IsMember({"train", "dev", "eval"}));
-  app.add_option("--tasks", tasks, "comma-separated task names, or all / retrieval / multi-hop / aggregation");
+  app.add_option("--tasks", tasks,
+                 "comma-separated task names, or all / retrieval / multi-hop / aggregation (the evaluation suite; "
+                 "the train-only copy_strings and hop_drill are named on their own, with --split train)");
   app.add_option("--lengths", lengths, "target lengths in tokens, e.g. 2k,4k,8192");
   app.add_option("--samples", samples, "samples per task and length")->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "user seed, below 2^40");

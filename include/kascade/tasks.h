@@ -25,6 +25,14 @@
 //   multihop_qa      2-hop questions over synthetic facts ("The capital of Zorvia is Melkat."
 //                    "The mayor of Melkat is Tirona Vask." -> "Who is the mayor of the capital of
 //                    Zorvia?"), 4 fact chains (3 distractors) in natural text; part
+// Train-only tasks (the copy curriculum of docs/model.md; generated for the train split only, a clear
+// error for dev and eval: they have no held-out wordings and are not part of the evaluation suite, so
+// neither task_catalog(), "all" nor any group names them):
+//   copy_strings     1–4 labelled random strings (UUID, 20–36 digits or hex digits, 2–3 invented names,
+//                    4–6 variable names) in a short haystack; the question names some of the labels and
+//                    the answer is their strings in the order asked; all
+//   hop_drill        a two-hop lookup over invented persons ("the x of A is B", "the y of B is C", with
+//                    distractor chains and one-hop lures) in a short haystack; answer C; all
 // Scorer assignment follows RULER: string_match_all for the niah, vt, cwe and fwe families (and
 // kv retrieval), string_match_part for the QA task (multihop_qa), as RULER does for qa_1/qa_2.
 //
@@ -89,14 +97,18 @@ struct TaskInfo {
   ScorerKind scorer;
   int max_new_tokens;            // generation budget (RULER's tokens_to_generate where it has one)
   std::string_view description;
+  bool train_only = false;       // the train split only (the copy curriculum); not in the evaluation suite
 };
 
-// All tasks, in the order of the list above.
+// The evaluation suite: the 13 tasks of the list above, in its order (no train-only task).
 const std::vector<TaskInfo>& task_catalog();
+// The train-only tasks (copy_strings, hop_drill).
+const std::vector<TaskInfo>& train_only_task_catalog();
+// Any task, of the suite or train-only.
 Result<TaskInfo> find_task(std::string_view name);
 
-// "niah_single_1,vt" -> names; also accepts "all", "retrieval", "multi-hop", "aggregation".
-// Rejects unknown names and duplicates.
+// "niah_single_1,vt" -> names; also accepts "all", "retrieval", "multi-hop", "aggregation" (tasks of
+// the evaluation suite only; a train-only task is named on its own). Rejects unknown names and duplicates.
 Result<std::vector<std::string>> parse_task_list(std::string_view list);
 
 // "2k,4k,4096,1m" -> {2048, 4096, 4096... (k = 1024, m = 1048576)}; duplicates rejected.
@@ -145,8 +157,9 @@ struct Sample {
   std::map<std::string, int64_t> params;  // task parameters (num_chains, freq_cw, ...)
 };
 
-// Generates one sample. Fails with a Status naming the problem: unknown task, bad length or
-// seed, a budget too small for the task's fixed text, a token counter that fails.
+// Generates one sample. Fails with a Status naming the problem: unknown task, a train-only task asked
+// for the dev or eval split, bad length or seed, a budget too small for the task's fixed text, a token
+// counter that fails.
 Result<Sample> generate_sample(const SampleRequest& request, const TokenCounter& count_tokens);
 
 // RULER's scorers for one prediction: the fraction of `answers` contained in `prediction`

@@ -52,4 +52,25 @@ std::string_view draw_relation_word(DetRng& rng, const RelationWordList& list, c
   return list.words[i];
 }
 
+DrawnHaystack draw_haystack(DetRng& rng, Split split, TaskOutput& out) {
+  const bool natural = rng.below(2) == 1;
+  const WordStream& stream = WordStream::get(split, natural ? HaystackKind::kNatural : HaystackKind::kNoise);
+  const int64_t start = stream.random_sentence_start(rng);
+  out.params["natural"] = natural ? 1 : 0;
+  out.params["haystack_start_word"] = start;
+  return {&stream, start};
+}
+
+std::string DistinctNames::draw(DetRng& rng, NameKind kind) {
+  while (true) {
+    std::string name = random_place_or_person(rng, split_, kind);
+    if (stream_->source_contains(name)) continue;
+    bool clash = false;
+    for (const auto& u : used_) {
+      if (u.find(name) != std::string::npos || name.find(u) != std::string::npos) clash = true;
+    }
+    if (!clash && used_.insert(name).second) return name;
+  }
+}
+
 }  // namespace kascade::eval

@@ -11,11 +11,13 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "eval/fill.h"
 #include "eval/haystack.h"
 #include "eval/templates.h"
+#include "eval/vocab.h"
 #include "kascade/status.h"
 #include "kascade/tasks.h"
 
@@ -47,6 +49,9 @@ Result<TaskOutput> generate_cwe(const TaskContext& ctx);        // cwe
 Result<TaskOutput> generate_fwe(const TaskContext& ctx);        // fwe
 Result<TaskOutput> generate_kv(const TaskContext& ctx);         // kv_retrieval
 Result<TaskOutput> generate_multihop(const TaskContext& ctx);   // multihop_qa
+// Train-only tasks (the copy curriculum; tasks.cpp refuses them for the dev and eval splits).
+Result<TaskOutput> generate_copy_strings(const TaskContext& ctx);  // copy_strings
+Result<TaskOutput> generate_hop_drill(const TaskContext& ctx);     // hop_drill
 
 // head + "\n" + context + "\n" + tail, with the needles' offsets moved into the prompt.
 BuiltPrompt assemble_prompt(std::string_view head, RenderedContext context, std::string_view tail);
@@ -68,6 +73,28 @@ std::string_view draw_train_word(DetRng& rng, std::span<const std::string_view> 
 // Train split: a fact relation word (templates.h), from the curated words or, half the time, the open
 // vocabulary; its index in list.words recorded in out.params[param].
 std::string_view draw_relation_word(DetRng& rng, const RelationWordList& list, const char* param, TaskOutput& out);
+
+// Invented names of a split (vocab.h random_place_or_person), each absent from the haystack's source text
+// and neither containing nor contained in a name drawn before, so that a question cannot match two facts.
+class DistinctNames {
+ public:
+  DistinctNames(Split split, const WordStream& stream) : split_(split), stream_(&stream) {}
+  std::string draw(DetRng& rng, NameKind kind);
+
+ private:
+  Split split_;
+  const WordStream* stream_;
+  std::unordered_set<std::string> used_;
+};
+
+// Train-only tasks: the haystack of a sample, drawn — the split's natural text or its noise sentences, half
+// the time each — with a sentence start in it; recorded in out.params["natural"] (0 / 1) and
+// out.params["haystack_start_word"].
+struct DrawnHaystack {
+  const WordStream* stream;
+  int64_t start;
+};
+DrawnHaystack draw_haystack(DetRng& rng, Split split, TaskOutput& out);
 
 // The most filler units a budget can need when every unit costs at least one token.
 inline int64_t max_units_for(int64_t budget) { return 4 * budget + 16; }

@@ -12,8 +12,6 @@
 // role_modifier, role_noun: the indices drawn; each word from the curated list or, half the time, the
 // train split's open vocabulary).
 // Tested by tests/unit/eval/test_tasks.cpp (parses the facts and follows the chain).
-#include <unordered_set>
-
 #include "eval/task_generators.h"
 #include "eval/templates.h"
 #include "eval/vocab.h"
@@ -40,19 +38,8 @@ Result<TaskOutput> generate_multihop(const TaskContext& ctx) {
   const WordStream& stream = WordStream::get(ctx.split, HaystackKind::kNatural);
   const int64_t start = stream.random_sentence_start(rng);
 
-  std::unordered_set<std::string> used;
-  auto draw_name = [&](NameKind kind) {
-    while (true) {
-      std::string name = random_place_or_person(rng, ctx.split, kind);
-      if (stream.source_contains(name)) continue;
-      // A name must not contain another (nor be contained), or the question could match two facts.
-      bool clash = false;
-      for (const auto& u : used) {
-        if (u.find(name) != std::string::npos || name.find(u) != std::string::npos) clash = true;
-      }
-      if (!clash && used.insert(name).second) return name;
-    }
-  };
+  DistinctNames names(ctx.split, stream);
+  auto draw_name = [&](NameKind kind) { return names.draw(rng, kind); };
   std::vector<Insertion> facts;
   std::string query_country;
   for (int c = 0; c < kNumChains; ++c) {

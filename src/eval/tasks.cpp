@@ -1,6 +1,7 @@
-// eval/tasks.cpp — the task catalog, splits and seeds, list parsing, and generate_sample(), which
-// validates a request, derives the sample's seed and dispatches to the task's generator
-// (task_*.cpp). See kascade/tasks.h for the suite.
+// eval/tasks.cpp — the task catalog (the evaluation suite and the train-only tasks), splits and seeds,
+// list parsing, and generate_sample(), which validates a request (a train-only task: the train split
+// only), derives the sample's seed and dispatches to the task's generator (task_*.cpp). See
+// kascade/tasks.h for the suite.
 // Tested by tests/unit/eval/test_tasks.cpp and test_splits.cpp.
 #include <algorithm>
 #include <cctype>
@@ -37,6 +38,12 @@ const std::vector<CatalogEntry>& catalog_entries() {
       {{"fwe", "aggregation", kStringMatchAll, 50, "the 3 most frequent coded words (Zipf, alpha 2)"}, generate_fwe},
       {{"kv_retrieval", "retrieval", kStringMatchAll, 64, "the value of one key of a JSON object of UUIDs"}, generate_kv},
       {{"multihop_qa", "multi-hop", kStringMatchPart, 32, "2-hop question over synthetic facts in natural text"}, generate_multihop},
+      // Train-only (the copy curriculum): 160 tokens hold 4 answers of up to ~37 tokens with their separators.
+      {{"copy_strings", "copy", kStringMatchAll, 160, "1-4 labelled random strings to copy in the order asked", true},
+       generate_copy_strings},
+      {{"hop_drill", "copy", kStringMatchAll, 64, "short two-hop lookup over invented persons, answer a copied name",
+        true},
+       generate_hop_drill},
   };
   return entries;
 }
@@ -104,21 +111,37 @@ const char* scorer_name(ScorerKind kind) {
   return kind == ScorerKind::kStringMatchPart ? "string_match_part" : "string_match_all";
 }
 
+namespace {
+std::vector<TaskInfo> infos_where(bool train_only) {
+  std::vector<TaskInfo> v;
+  for (const auto& e : catalog_entries()) {
+    if (e.info.train_only == train_only) v.push_back(e.info);
+  }
+  return v;
+}
+
+std::string names_of(const std::vector<TaskInfo>& infos) {
+  std::string out;
+  for (const auto& t : infos) out += (out.empty() ? "" : ", ") + std::string(t.name);
+  return out;
+}
+}  // namespace
+
 const std::vector<TaskInfo>& task_catalog() {
-  static const std::vector<TaskInfo> infos = [] {
-    std::vector<TaskInfo> v;
-    for (const auto& e : catalog_entries()) v.push_back(e.info);
-    return v;
-  }();
+  static const std::vector<TaskInfo> infos = infos_where(false);
+  return infos;
+}
+
+const std::vector<TaskInfo>& train_only_task_catalog() {
+  static const std::vector<TaskInfo> infos = infos_where(true);
   return infos;
 }
 
 Result<TaskInfo> find_task(std::string_view name) {
   const CatalogEntry* e = find_entry(name);
   if (e == nullptr) {
-    std::string known;
-    for (const auto& t : task_catalog()) known += (known.empty() ? "" : ", ") + std::string(t.name);
-    return not_found("unknown task '", name, "'; known tasks: ", known);
+    return not_found("unknown task '", name, "'; known tasks: ", names_of(task_catalog()),
+                     "; train-only tasks: ", names_of(train_only_task_catalog()));
   }
   return e->info;
 }
@@ -180,6 +203,9 @@ int64_t count_whitespace_tokens(std::string_view text) {
 Result<Sample> generate_sample(const SampleRequest& request, const TokenCounter& count_tokens) {
   const CatalogEntry* entry = find_entry(request.task);
   if (entry == nullptr) return find_task(request.task).status();
+  KC_CHECK_ARG(!entry->info.train_only || request.split == Split::kTrain, request.task,
+               " is a train-only task (a copy-curriculum drill with train wordings only, not part of the evaluation "
+               "suite); it cannot be generated for the ", split_name(request.split), " split, only for train");
   KC_CHECK_ARG(static_cast<bool>(count_tokens), request.task, ": no token counter given");
   KC_CHECK_ARG(request.target_length > 0, request.task, ": target length is ", request.target_length,
                "; it must be positive");

@@ -1,6 +1,7 @@
 // eval/templates.cpp — the per-split phrasings of every task (see templates.h). Eval: RULER's
 // wording (niah, vt, cwe, fwe), the InfiniteBench / "lost in the middle" kv-retrieval wording, and
-// our own fact relations; train and dev: our own rewordings, disjoint from eval and each other.
+// our own fact relations; train and dev: our own rewordings, disjoint from eval and each other; the
+// train-only tasks (copy_strings, hop_drill) have train phrasings alone.
 // Tested by tests/unit/eval/test_splits.cpp.
 #include "eval/templates.h"
 
@@ -339,6 +340,81 @@ constexpr std::array kFactTrainPatterns = {
                  " Answer: The {role} of the {place} of {country} is"},
 };
 
+// ---- copy_strings (train only) ------------------------------------------------------------------
+// Every instruction x record x question (copy_train_phrasings builds the product once); {thing} is one of
+// kCopyTrainThings per sample. A record names the label before the string and ends right after it.
+constexpr std::array<std::string_view, 5> kCopyTrainInstructions = {
+    "The passage below contains a few labelled {things}. Each must be copied back exactly, character for "
+    "character.",
+    "Some {things} are written into the following text, each under its own label. Remember them exactly.",
+    "Read the text that follows; it records several {things} by label. You will be asked to repeat some of them.",
+    "Labelled {things} are scattered through the document below. Copy the requested ones without changing a "
+    "character.",
+    "Below, a few {things} are filed under labels inside ordinary text. Keep each one exactly as written.",
+};
+constexpr std::array<std::string_view, 6> kCopyTrainRecords = {
+    "The {thing} filed under {label} is {value}.",
+    "Label {label} carries the {thing} {value}.",
+    "{label} has this {thing}: {value}.",
+    "Under the label {label}, the {thing} reads {value}.",
+    "The {thing} for {label} is written as {value}.",
+    "Copy note, {label}: {thing} {value}.",
+};
+struct CopyQuestion {
+  std::string_view question;
+  std::string_view answer_prefix;
+};
+constexpr std::array kCopyTrainQuestions = {
+    CopyQuestion{"Question: Copy exactly the {thing} of each of these labels, in this order: {query}.",
+                 " Answer: The {things}, in order, are:"},
+    CopyQuestion{"Question: What {things} are filed under {query}? Give them in the order asked.",
+                 " Answer: In the order asked, the {things} are:"},
+    CopyQuestion{"Question: Repeat, character for character, the {thing} recorded for each label in turn: {query}.",
+                 " Answer: Copied exactly:"},
+    CopyQuestion{"Question: Write out the {things} of {query}, one per label, in that order.",
+                 " Answer: The {things} of those labels are:"},
+    CopyQuestion{"Question: For each of the labels {query}, give its {thing} exactly.",
+                 " Answer: Their {things}, label by label:"},
+};
+constexpr std::array<std::string_view, 18> kCopyTrainThings = {
+    "code",     "serial",  "token",  "reference", "signature", "tag",     "string",   "identifier", "sequence",
+    "password", "record",  "marker", "cipher",    "keyword",   "locator", "checksum", "ticket",     "voucher"};
+
+// ---- hop_drill (train only) ---------------------------------------------------------------------
+// Every instruction x fact pattern x question (hop_train_phrasings builds the product once); the relations
+// {rel} / {x} / {y} are composed per sample from hop_train_relation_words().
+constexpr std::array<std::string_view, 4> kHopTrainInstructions = {
+    "The short text below says how some invented people are related. Chain two of its facts to answer the "
+    "question.",
+    "Facts about made-up people and their relations are mixed into the passage that follows. Follow two links "
+    "to find the answer.",
+    "Read the following text; it states who is connected to whom. Answer by following one fact and then another.",
+    "A few relations between fictional persons are hidden in the text below. Combine two of them to name the "
+    "right person.",
+};
+constexpr std::array<std::string_view, 5> kHopTrainFacts = {
+    "The {rel} of {subject} is {object}.",
+    "{object} is the {rel} of {subject}.",
+    "{subject} has {object} as {rel}.",
+    "As it happens, the {rel} of {subject} is {object}.",
+    "{subject} counts {object} as their {rel}.",
+};
+struct HopQuestion {
+  std::string_view question;
+  std::string_view answer_prefix;
+};
+constexpr std::array kHopTrainQuestions = {
+    HopQuestion{"Question: Tell me the {y} of the {x} of {subject}.", " Answer:"},
+    HopQuestion{"Question: Find the {x} of {subject}, then name that person's {y}.", " Answer: Following the two facts:"},
+    HopQuestion{"Question: Whose name belongs to the {y} of {subject}'s {x}?", " Answer: Step by step:"},
+    HopQuestion{"Question: Name the {y} of the person who is the {x} of {subject}.", " Answer: Tracing the relations:"},
+};
+constexpr std::array<std::string_view, 30> kHopTrainRelationNouns = {
+    "mentor",    "sister",   "brother",   "cousin",    "neighbour",  "teacher",    "partner",    "rival",
+    "friend",    "employer", "landlord",  "doctor",    "lawyer",     "tutor",      "guardian",   "heir",
+    "godmother", "godfather", "secretary", "apprentice", "nephew",   "niece",      "aunt",       "uncle",
+    "grandmother", "grandfather", "bodyguard", "biographer", "confidant", "business partner"};
+
 template <typename T>
 std::span<const T> pick(Split split, std::span<const T> train, std::span<const T> dev, std::span<const T> eval) {
   switch (split) {
@@ -416,6 +492,23 @@ std::span<const FactPhrasing> fact_phrasings(Split s) {
   }();
   return pick(s, train, kFactDev, kFactEval);
 }
+std::span<const CopyPhrasing> copy_train_phrasings() {
+  static const auto phrasings = product_of<CopyPhrasing>(
+      kCopyTrainInstructions, kCopyTrainRecords, kCopyTrainQuestions,
+      [](std::string_view instruction, std::string_view record, const CopyQuestion& q) {
+        return CopyPhrasing{instruction, record, q.question, q.answer_prefix};
+      });
+  return phrasings;
+}
+std::span<const std::string_view> copy_train_things() { return kCopyTrainThings; }
+std::span<const HopPhrasing> hop_train_phrasings() {
+  static const auto phrasings = product_of<HopPhrasing>(
+      kHopTrainInstructions, kHopTrainFacts, kHopTrainQuestions,
+      [](std::string_view instruction, std::string_view fact, const HopQuestion& q) {
+        return HopPhrasing{instruction, fact, q.question, q.answer_prefix};
+      });
+  return phrasings;
+}
 std::set<std::string> literal_words(std::string_view text) {
   static const std::set<std::string> function_words = {"the", "of", "is", "in", "to", "a"};
   std::set<std::string> out;
@@ -470,6 +563,14 @@ const FactRelationWords& fact_train_relation_words() {
                              relation_list(kFactTrainPlaceNouns, open.nouns, banned),
                              relation_list(kFactTrainRoleModifiers, open.adjectives, banned),
                              relation_list(kFactTrainRoleNouns, open.nouns, banned)};
+  }();
+  return words;
+}
+const HopRelationWords& hop_train_relation_words() {
+  static const HopRelationWords words = [] {
+    const std::set<std::string> banned = dev_and_eval_fact_words();
+    return HopRelationWords{fact_train_relation_words().role_modifiers,
+                            relation_list(kHopTrainRelationNouns, split_words(Split::kTrain).nouns, banned)};
   }();
   return words;
 }

@@ -114,6 +114,36 @@ const FactRelationWords& fact_train_relation_words();
 // "modifier noun", or the noun alone when the modifier is empty.
 std::string compose_relation(std::string_view modifier, std::string_view noun);
 
+// ---- train-only tasks (copy curriculum; no dev or eval phrasings, so these accessors take no split) ----
+// copy_strings: records "{label}" -> "{value}"; {thing} / {things} name the strings ("code" / "codes"), one of
+// copy_train_things() per sample; {query} the asked labels in the order their strings are to be copied.
+struct CopyPhrasing {
+  std::string_view instruction;    // {things}
+  std::string_view record;         // {thing} {label} {value}; the label before the value, nothing after the value but "."
+  std::string_view question;       // {thing} {things} {query}
+  std::string_view answer_prefix;  // ({thing} {things}); starts with a space
+};
+// Every instruction x record x question pattern (built once).
+std::span<const CopyPhrasing> copy_train_phrasings();
+// The {thing} of a sample; every plural is the word + "s".
+std::span<const std::string_view> copy_train_things();
+// hop_drill: facts "{subject}'s {rel} is {object}" between invented persons; the question asks for the {y} of the
+// {x} of {subject}. One fact pattern per sample, for every fact and for the completion's restatement.
+struct HopPhrasing {
+  std::string_view instruction;
+  std::string_view fact;           // {subject} {rel} {object}
+  std::string_view question;       // {subject} {x} {y}
+  std::string_view answer_prefix;  // ({subject} {x} {y}); starts with a space
+};
+std::span<const HopPhrasing> hop_train_phrasings();
+// The words a hop relation is composed of: an optional modifier (the fact relations' role modifiers) and a noun
+// of kinship or acquaintance ("elder" + "cousin"), each half the time from the train split's open vocabulary
+// (draw_relation_word); no word of a dev or eval fact.
+struct HopRelationWords {
+  RelationWordList modifiers, nouns;
+};
+const HopRelationWords& hop_train_relation_words();
+
 // The repeated noise sentences of the split (eval: RULER's "The grass is green. ...").
 std::string_view noise_sentences(Split split);
 

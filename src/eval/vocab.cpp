@@ -124,6 +124,13 @@ std::string random_uuid(DetRng& rng) {
   return s;
 }
 
+std::string random_hex(DetRng& rng, int digits) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < digits; ++i) s.push_back(kHex[rng.below(16)]);
+  return s;
+}
+
 bool is_split_variable_name(std::string_view name, Split split) {
   if (name.size() != 5) return false;
   int sum = 0;

@@ -6,7 +6,7 @@
 //   - coded words (fwe): 6 lower-case letters whose FNV-1a hash mod 3 is the split's residue;
 //   - synthetic names (multihop_qa): every name starts with one of the split's own 3-letter
 //     syllables;
-//   - numbers and UUIDs: uniform random (no vocabulary to leak).
+//   - numbers, hex strings and UUIDs: uniform random (no vocabulary to leak).
 // Tested by tests/unit/eval/test_splits.cpp and test_tasks.cpp.
 #pragma once
 
@@ -33,6 +33,7 @@ int split_residue(Split split);
 std::string random_word_key(DetRng& rng, Split split);      // "quiet-harbor"
 std::string random_number(DetRng& rng, int digits);         // no leading zero
 std::string random_uuid(DetRng& rng);                       // RFC 4122 version 4, lower-case hex
+std::string random_hex(DetRng& rng, int digits);            // lower-case hex digits
 std::string random_variable_name(DetRng& rng, Split split); // "QWKSL"
 std::string random_coded_word(DetRng& rng, Split split);    // "xkqjzu"
 

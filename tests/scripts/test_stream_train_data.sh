@@ -3,7 +3,8 @@
 # while kascade-tiny trains) and its reader, scripts/train_data_io.py's StreamedTasks, on the CPU
 # with the built CLI: shards of the asked lengths and tasks only (a weight of 0 leaves a task out),
 # one seed per shard and no two shards alike, documents that match make_train_data.py's for the same
-# seed, the newest-window bookkeeping of StreamedTasks, the stop file and a refused seed range.
+# seed, the newest-window bookkeeping of StreamedTasks, --extra-tasks (the train-only tasks at their own
+# lengths and windows; refusals named), the stop file and a refused seed range.
 #   tests/scripts/test_stream_train_data.sh KASCADE_BINARY
 set -euo pipefail
 bin=${1:?KASCADE_BINARY}
@@ -46,6 +47,7 @@ for f in shards:
     bodies.add(z["tokens"].tobytes())
 assert len(bodies) == len(shards), "two shards hold the same tokens"
 assert "cwe" not in tasks, "a task of weight 0 was generated"
+assert not tasks & {"copy_strings", "hop_drill"}, "a train-only task not named in --tasks was generated"
 assert lengths == {2048, 4096}, f"lengths {lengths}"
 # the same documents as make_train_data.py's for this seed, task and length (no chat share)
 z, meta = checked_part(shards[0], sha)
@@ -72,7 +74,49 @@ assert st.documents_by_length == {L: 2 * sum(1 for f in shards if f.name.startsw
 print(f"{len(shards)} shards, tasks {sorted(tasks)}, {st.documents} samples, {st.tokens} tokens")
 EOF
 
-# 3. the stop file ends a long run early; a seed range below 10^6 is refused
+# 3. --extra-tasks: the train-only tasks at lengths of their own, beside a main mix that never draws them
+python3 "$here/scripts/stream_train_data.py" --out "$out/x" --kascade "$bin" --lengths 2k=1 \
+  --tasks vt=1,niah_single_1=0 --extra-tasks copy_strings@512:1k=0.4,hop_drill@512=0.3 --samples 2 --workers 2 \
+  --seed-base 4000000 --max-seconds 5 --chat-fraction 0 >"$out/log" 2>&1 || fail "the producer with --extra-tasks exited non-zero"
+grep -q "0 workers failed" "$out/log" || fail "a worker failed with --extra-tasks"
+grep -q "copy_strings at \[512, 1024\] (40% of the tokens, 8/4 samples a shard)" "$out/log" || fail "the extra tasks' report line"
+python3 - "$here" "$out/x" <<'EOF' || fail "the extra tasks' shards"
+import sys
+from pathlib import Path
+here, folder = Path(sys.argv[1]), Path(sys.argv[2])
+sys.path.insert(0, str(here / "scripts"))
+import make_train_data as mtd
+from train_data_io import StreamedTasks, checked_part
+
+sha = mtd.sha256(here / "models" / "kascade-tiny" / "tokenizer.json")
+seen = {}
+for f in sorted(folder.glob("shard-*.npz")):
+    z, meta = checked_part(f, sha)
+    task, L, n = meta["tasks"][0], meta["length"], len(z["ans_start"])
+    seen.setdefault(task, set()).add(L)
+    expected = {"copy_strings": {512: 8, 1024: 4}, "hop_drill": {512: 8}}.get(task, {2048: 2})
+    assert L in expected and n == expected[L], f"{f.name}: {task} at {L} with {n} samples"
+assert set(seen) >= {"copy_strings", "hop_drill", "vt"} and "niah_single_1" not in seen, seen
+# their own windows: a burst of copy_strings shards at 512 does not push hop_drill out of it
+st = StreamedTasks(folder, window=4, tokenizer_sha=sha, separate=frozenset({"copy_strings", "hop_drill"}))
+st.poll()
+assert st.lengths() == {2048}, st.lengths()
+assert st.extra_keys() == {(512, "copy_strings"), (1024, "copy_strings"), (512, "hop_drill")}, st.extra_keys()
+ds = st.docset()
+names = {ds.task_names[t] for t, L in zip(ds.task, ds.length) if L == 512}
+assert names == {"copy_strings", "hop_drill"}, names
+print(f"extra tasks: {sorted((t, sorted(L)) for t, L in seen.items())}")
+EOF
+for bad in "--tasks vt=2 --extra-tasks vt@512=0.2:give it one place" "--extra-tasks copy_strings@512=1:the share must lie in" \
+           "--extra-tasks copy_string@512=0.1:known tasks"; do
+  args=${bad%%:*} msg=${bad#*:}
+  # shellcheck disable=SC2086
+  if python3 "$here/scripts/stream_train_data.py" --out "$out/y" --kascade "$bin" --lengths 2k=1 --seed-base 5000000 \
+    --max-seconds 1 $args >"$out/log" 2>&1; then fail "accepted: $args"; fi
+  grep -q "$msg" "$out/log" || fail "the refusal of '$args' does not say '$msg'"
+done
+
+# 4. the stop file ends a long run early; a seed range below 10^6 is refused
 python3 "$here/scripts/stream_train_data.py" --out "$out/t" --kascade "$bin" --lengths 2k=1 --samples 1 \
   --workers 1 --seed-base 2000000 --max-seconds 120 --stop-file "$out/t/STOP" >"$out/log" 2>&1 &
 pid=$!

@@ -3,8 +3,9 @@
 // distinctive fragment of one split's phrasings (4+ words) shows up in another split's phrasings
 // or generated prompts; word lists, variable names, coded words, synthetic names, noise sentences
 // and books are split-specific, checked on the lists and on generated samples; the words drawn into
-// the train phrasings per sample (niah adjectives, fact relations) are no word of a dev or eval needle
-// or fact, and the drawn ones are the ones the train prompts carry.
+// the train phrasings per sample (niah adjectives, fact relations, the train-only tasks' {thing} and hop
+// relations) are no word of a dev or eval needle or fact, and the drawn ones are the ones the train
+// prompts carry. The train-only tasks' phrasings and samples count as the train split's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -56,6 +57,10 @@ std::vector<std::string_view> phrasings_of(Split split) {
   for (const auto& p : fact_phrasings(split)) {
     v.insert(v.end(), {p.instruction, p.first_fact, p.second_fact, p.question, p.answer_prefix});
   }
+  if (split == Split::kTrain) {  // the train-only tasks' phrasings
+    for (const auto& p : copy_train_phrasings()) v.insert(v.end(), {p.instruction, p.record, p.question, p.answer_prefix});
+    for (const auto& p : hop_train_phrasings()) v.insert(v.end(), {p.instruction, p.fact, p.question, p.answer_prefix});
+  }
   v.push_back(noise_sentences(split));
   return v;
 }
@@ -89,7 +94,9 @@ TEST(EvalSplits, EveryTemplateFormats) {
       {"types", "numbers"}, {"type", "number"}, {"key", "k"},   {"value", "1"},   {"query", "q"},
       {"var", "ABCDE"},     {"src", "FGHIJ"},   {"num", "5"},   {"i", "3"},       {"word", "w"},
       {"country", "Zorvia"}, {"city", "Melkat"}, {"person", "Tirona Vask"}, {"kw", "DIM"},
-      {"adj", "hidden"},    {"Adj", "Hidden"},  {"op", "gets"},  {"place", "spa town"}, {"role", "chief judge"}};
+      {"adj", "hidden"},    {"Adj", "Hidden"},  {"op", "gets"},  {"place", "spa town"}, {"role", "chief judge"},
+      {"thing", "code"},    {"things", "codes"}, {"label", "quiet-harbor"}, {"subject", "Balo Kesrook"},
+      {"object", "Tevo Zanberg"}, {"rel", "elder cousin"}, {"x", "mentor"}, {"y", "sister"}};
   for (const Split split : kSplits) {
     EXPECT_FALSE(niah_phrasings(split).empty());
     EXPECT_FALSE(vt_phrasings(split).empty());
@@ -131,7 +138,9 @@ TEST(EvalSplits, TemplatesAreDisjoint) {
 
 std::vector<Sample> samples_of(Split split) {
   std::vector<Sample> out;
-  for (const auto& t : task_catalog()) {
+  std::vector<TaskInfo> tasks = task_catalog();
+  if (split == Split::kTrain) tasks.insert(tasks.end(), train_only_task_catalog().begin(), train_only_task_catalog().end());
+  for (const auto& t : tasks) {
     for (int64_t index = 0; index < 4; ++index) {
       SampleRequest r{std::string(t.name), split, 1200, 3, index, std::nullopt, std::nullopt};
       auto s = generate_sample(r, count_whitespace_tokens);
@@ -198,6 +207,18 @@ TEST(EvalSplits, TrainDrawnWordsAreNoDevOrEvalNeedleOrFactWords) {
     EXPECT_GE(list->words.size(), list->curated + 300) << "the open vocabulary follows the curated words";
     for (const auto phrase : list->words) {
       for (const auto& w : literal_words(phrase)) EXPECT_FALSE(fact_words.count(w)) << "train relation word " << phrase;
+    }
+  }
+  // copy_strings' {thing}: no word of a dev or eval needle; hop_drill's relations: no word of a dev or eval fact.
+  ASSERT_GE(copy_train_things().size(), 12u);
+  for (const auto thing : copy_train_things()) {
+    for (const auto& w : literal_words(thing)) EXPECT_FALSE(needle_words.count(w)) << "copy thing " << thing;
+  }
+  const HopRelationWords& hop = hop_train_relation_words();
+  for (const RelationWordList* list : {&hop.modifiers, &hop.nouns}) {
+    EXPECT_GE(list->words.size(), list->curated + 300) << "the open vocabulary follows the curated words";
+    for (const auto phrase : list->words) {
+      for (const auto& w : literal_words(phrase)) EXPECT_FALSE(fact_words.count(w)) << "hop relation word " << phrase;
     }
   }
   // vt operators: no upper-case letter (a variable name is 5 of them), never the eval "=" or the dev "BE".
@@ -299,7 +320,18 @@ TEST(EvalSplits, SampleVocabulariesBelongToTheirSplit) {
         for (const auto& a : s.answers) EXPECT_TRUE(is_split_coded_word(a, split)) << a;
       } else if (s.task == "cwe") {
         for (const auto& a : s.answers) EXPECT_TRUE(words.count(a)) << a;
-      } else if (s.task == "multihop_qa") {
+      } else if (s.task == "copy_strings") {
+        // Labels are the split's word keys; invented names and variable names are the split's.
+        for (const auto& n : s.needles) {
+          bool label_found = false;
+          for (size_t dash = n.text.find('-'); dash != std::string::npos && !label_found; dash = n.text.find('-', dash + 1)) {
+            const size_t b = n.text.find_last_of(" ,", dash) + 1, e = n.text.find_first_of(" ,:", dash);
+            const std::string adjective = n.text.substr(b, dash - b), noun = n.text.substr(dash + 1, e - dash - 1);
+            label_found = words.count(adjective) && words.count(noun);
+          }
+          EXPECT_TRUE(label_found) << "no label of the split in " << n.text;
+        }
+      } else if (s.task == "multihop_qa" || s.task == "hop_drill") {
         for (const auto& a : s.answers) {
           EXPECT_TRUE(std::find(onsets.begin(), onsets.end(), a.substr(0, 3)) != onsets.end()) << a;
         }

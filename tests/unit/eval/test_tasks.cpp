@@ -7,7 +7,10 @@
 //   - answers derivable from the prompt: an independent checker per task family re-reads the
 //     prompt text only (niah: the sentences that carry the asked keys; vt: parses the
 //     assignments and follows the chains; cwe/fwe: counts the words; kv: parses the JSON;
-//     multihop: parses the facts and follows the 2 hops);
+//     multihop: parses the facts and follows the 2 hops; copy_strings: re-reads the record of each
+//     asked label; hop_drill: parses the facts and follows the 2 hops past the lures);
+//   - the train-only tasks (copy_strings, hop_drill): the same checks on the train split at their short
+//     lengths, records dropped where they outgrow the budget, and a clear error for dev and eval;
 //   - catalog, list parsing and request validation.
 // The text patterns are matched by small hand-written scanners (std::regex trips GCC 12's
 // -Wmaybe-uninitialized under the sanitizers, and is slow).
@@ -20,19 +23,27 @@
 #include <set>
 
 #include "eval/templates.h"
+#include "eval/vocab.h"
 #include "kascade/tasks.h"
 
 namespace kascade::eval {
 namespace {
 
+std::vector<std::string> names_of(const std::vector<TaskInfo>& catalog) {
+  std::vector<std::string> v;
+  for (const auto& t : catalog) v.emplace_back(t.name);
+  return v;
+}
 const std::vector<std::string>& all_tasks() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> v;
-    for (const auto& t : task_catalog()) v.emplace_back(t.name);
-    return v;
-  }();
+  static const std::vector<std::string> names = names_of(task_catalog());
   return names;
 }
+// The train-only tasks (the copy curriculum), and the short lengths they are generated at.
+const std::vector<std::string>& train_only_tasks() {
+  static const std::vector<std::string> names = names_of(train_only_task_catalog());
+  return names;
+}
+constexpr int64_t kShortLengths[] = {512, 1024, 2048};
 
 // A BPE-like stand-in: each whitespace-separated word costs ceil(bytes / 4) tokens.
 int64_t bpe_like_tokens(std::string_view text) {
@@ -283,7 +294,8 @@ std::vector<std::pair<int64_t, std::string>> ranked_words(const std::string& con
 }
 
 // All matches of a fact template in `text`: {country} and {city} match one capitalised word
-// ([A-Z][a-z]+), {person} two; the captures by placeholder name (a pattern may name the city first).
+// ([A-Z][a-z]+), {person} (and hop_drill's {subject}, {object}) two; the captures by placeholder name (a
+// pattern may name the city first).
 std::vector<std::map<std::string, std::string>> match_template(std::string_view tmpl, const std::string& text) {
   std::vector<std::map<std::string, std::string>> out;
   auto name_at = [&](size_t p, int words, size_t* end) {
@@ -310,7 +322,7 @@ std::vector<std::map<std::string, std::string>> match_template(std::string_view 
       if (tmpl[t] == '{') {
         const size_t close = tmpl.find('}', t);
         const std::string placeholder(tmpl.substr(t + 1, close - t - 1));
-        const int words = placeholder == "person" ? 2 : 1;
+        const int words = placeholder == "person" || placeholder == "subject" || placeholder == "object" ? 2 : 1;
         size_t end = 0;
         ok = name_at(p, words, &end);
         if (ok) caps[placeholder] = text.substr(p, end - p);
@@ -327,22 +339,31 @@ std::vector<std::map<std::string, std::string>> match_template(std::string_view 
   return out;
 }
 
+// `tmpl` with every {name} of `vars` replaced by its value (other placeholders kept).
+std::string fill_in(std::string_view tmpl, const std::vector<std::pair<std::string, std::string>>& vars) {
+  std::string out(tmpl);
+  for (const auto& [name, value] : vars) {
+    const std::string placeholder = "{" + name + "}";
+    for (size_t at = out.find(placeholder); at != std::string::npos; at = out.find(placeholder, at + value.size())) {
+      out.replace(at, placeholder.size(), value);
+    }
+  }
+  return out;
+}
+
+// The relation a train sample drew: modifier and noun, the indices the params name.
+std::string drawn_relation(const Sample& s, const RelationWordList& modifiers, const char* modifier_param,
+                           const RelationWordList& nouns, const char* noun_param) {
+  return compose_relation(modifiers.words[static_cast<size_t>(s.params.at(modifier_param))],
+                          nouns.words[static_cast<size_t>(s.params.at(noun_param))]);
+}
+
 // A train fact template with the sample's relations ({place}, {role}: the words the params name).
 std::string with_relations(std::string_view tmpl, const Sample& s) {
   if (!s.params.contains("place_noun")) return std::string(tmpl);
   const FactRelationWords& w = fact_train_relation_words();
-  auto at = [&](const RelationWordList& list, const char* param) {
-    return list.words[static_cast<size_t>(s.params.at(param))];
-  };
-  const std::string place = compose_relation(at(w.place_modifiers, "place_modifier"), at(w.place_nouns, "place_noun"));
-  const std::string role = compose_relation(at(w.role_modifiers, "role_modifier"), at(w.role_nouns, "role_noun"));
-  std::string out(tmpl);
-  for (const auto& [name, value] : {std::pair<std::string, std::string>{"{place}", place}, {"{role}", role}}) {
-    for (size_t at_pos = out.find(name); at_pos != std::string::npos; at_pos = out.find(name, at_pos + value.size())) {
-      out.replace(at_pos, name.size(), value);
-    }
-  }
-  return out;
+  return fill_in(tmpl, {{"place", drawn_relation(s, w.place_modifiers, "place_modifier", w.place_nouns, "place_noun")},
+                        {"role", drawn_relation(s, w.role_modifiers, "role_modifier", w.role_nouns, "role_noun")}});
 }
 
 ::testing::AssertionResult check_multihop(const Sample& s) {
@@ -369,6 +390,103 @@ std::string with_relations(std::string_view tmpl, const Sample& s) {
   return ::testing::AssertionSuccess();
 }
 
+// copy_strings: whether `value` has the form of its kind (0 UUID, 1 digits, 2 hex, 3 invented names, 4 vt names).
+bool has_copy_form(const std::string& value, int64_t kind) {
+  const auto all = [&](bool (*in)(char)) { return std::all_of(value.begin(), value.end(), in); };
+  const std::vector<std::string> words = whitespace_words(value);
+  const bool long_enough = value.size() >= 20 && value.size() <= 36;
+  switch (kind) {
+    case 0: return uuids_of(value) == std::vector<std::string>{value};
+    case 1: return long_enough && all([](char c) { return c >= '0' && c <= '9'; });
+    case 2: return long_enough && all(is_hex);
+    case 3:  // 2-3 invented person names of two capitalised words each
+      return (words.size() == 4 || words.size() == 6) && std::all_of(words.begin(), words.end(), [](const std::string& w) {
+               return w.size() >= 2 && std::isupper(static_cast<unsigned char>(w[0])) &&
+                      std::all_of(w.begin() + 1, w.end(), [](char c) { return c >= 'a' && c <= 'z'; });
+             });
+    case 4:
+      return words.size() >= 4 && words.size() <= 6 && std::all_of(words.begin(), words.end(), [](const std::string& w) {
+               return is_split_variable_name(w, Split::kTrain);
+             });
+    default: return false;
+  }
+}
+
+::testing::AssertionResult check_copy_strings(const Sample& s) {
+  const CopyPhrasing& phr = copy_train_phrasings()[static_cast<size_t>(s.template_id)];
+  const std::string record = fill_in(phr.record, {{"thing", std::string(copy_train_things()[static_cast<size_t>(s.params.at("thing"))])}});
+  const size_t l = record.find("{label}"), v = record.find("{value}");
+  const std::string before = record.substr(0, l), between = record.substr(l + 7, v - l - 7), after = record.substr(v + 7);
+  const std::string context = context_of(s);
+  // Every record: `before`, a word key, `between`.
+  size_t records = 0;
+  for (size_t at = context.find(between); at != std::string::npos; at = context.find(between, at + 1)) {
+    size_t b = at;
+    while (b > 0 && (context[b - 1] == '-' || (context[b - 1] >= 'a' && context[b - 1] <= 'z'))) --b;
+    const std::string key = context.substr(b, at - b);
+    records += word_keys_of(key) == std::vector<std::string>{key} && context.substr(0, b).ends_with(before);
+  }
+  if (records != static_cast<size_t>(s.params.at("num_strings"))) {
+    return ::testing::AssertionFailure() << records << " records, not " << s.params.at("num_strings");
+  }
+  const std::vector<std::string> labels = word_keys_of(question_of(s));  // in the question's order
+  if (labels.size() != s.answers.size() || static_cast<int64_t>(labels.size()) != s.params.at("num_asked")) {
+    return ::testing::AssertionFailure() << labels.size() << " labels asked, " << s.answers.size() << " answers";
+  }
+  for (size_t j = 0; j < labels.size(); ++j) {
+    const std::string cue = before + labels[j] + between;
+    if (count_occurrences(context, cue) != 1) return ::testing::AssertionFailure() << "no single record \"" << cue << "\"";
+    const size_t from = context.find(cue) + cue.size();
+    const std::string value = context.substr(from, context.find(after, from) - from);
+    if (value != s.answers[j]) return ::testing::AssertionFailure() << "answer " << j << " is not the string under " << labels[j];
+    if (!has_copy_form(value, s.params.at("asked_kind_" + std::to_string(j)))) {
+      return ::testing::AssertionFailure() << value << " is not of kind " << s.params.at("asked_kind_" + std::to_string(j));
+    }
+    if (count_occurrences(s.prompt, value) != 1) return ::testing::AssertionFailure() << value << " is not in the prompt once";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult check_hop_drill(const Sample& s) {
+  const HopPhrasing& phr = hop_train_phrasings()[static_cast<size_t>(s.template_id)];
+  const HopRelationWords& w = hop_train_relation_words();
+  const std::string x = drawn_relation(s, w.modifiers, "x_modifier", w.nouns, "x_noun");
+  const std::string y = drawn_relation(s, w.modifiers, "y_modifier", w.nouns, "y_noun");
+  if (x.find(y) != std::string::npos || y.find(x) != std::string::npos) return ::testing::AssertionFailure() << x << " / " << y;
+  const std::string context = context_of(s);
+  std::map<std::string, std::vector<std::string>> x_of, y_of;
+  size_t facts = 0;
+  for (const auto& [rel, of] : {std::pair{x, &x_of}, std::pair{y, &y_of}}) {
+    for (const auto& m : match_template(fill_in(phr.fact, {{"rel", rel}}), context)) {
+      (*of)[m.at("subject")].push_back(m.at("object"));
+      ++facts;
+    }
+  }
+  const auto q = match_template(fill_in(phr.question, {{"x", x}, {"y", y}}), question_of(s));
+  if (q.size() != 1) return ::testing::AssertionFailure() << "question unparsed";
+  const std::string a = q[0].at("subject");
+  if (x_of[a].size() != 1) return ::testing::AssertionFailure() << a << ": " << x_of[a].size() << " first facts";
+  const std::string b = x_of[a][0];
+  if (y_of[b].size() != 1) return ::testing::AssertionFailure() << b << ": " << y_of[b].size() << " second facts";
+  if (s.answers != std::vector<std::string>{y_of[b][0]}) return ::testing::AssertionFailure() << "answer differs";
+  const int64_t lures = s.params.at("lure_one_hop") + s.params.at("lure_double_x");
+  if (static_cast<int64_t>(facts) != 2 * s.params.at("num_chains") + lures) {
+    return ::testing::AssertionFailure() << facts << " facts for " << s.params.at("num_chains") << " chains and " << lures << " lures";
+  }
+  // The lures are there, and a one-hop shortcut through them misses the answer.
+  if (s.params.at("lure_one_hop") != static_cast<int64_t>(y_of.count(a))) return ::testing::AssertionFailure() << "one-hop lure";
+  if (s.params.at("lure_double_x") != static_cast<int64_t>(x_of.count(b))) return ::testing::AssertionFailure() << "x-twice lure";
+  if (y_of.count(a) && y_of[a][0] == s.answers[0]) return ::testing::AssertionFailure() << "the lure gives the answer";
+  // The completion restates both hops as the prompt states them.
+  const std::string first = fill_in(phr.fact, {{"rel", x}, {"subject", a}, {"object", b}});
+  const std::string second = fill_in(phr.fact, {{"rel", y}, {"subject", b}, {"object", s.answers[0]}});
+  if (s.completion != " " + first + " " + second) return ::testing::AssertionFailure() << "completion " << s.completion;
+  if (count_occurrences(s.prompt, first) != 1 || count_occurrences(s.prompt, second) != 1) {
+    return ::testing::AssertionFailure() << "the restated facts are not the prompt's";
+  }
+  return ::testing::AssertionSuccess();
+}
+
 ::testing::AssertionResult check_answers(const Sample& s) {
   if (s.task.starts_with("niah_")) return check_niah(s);
   if (s.task == "vt") return check_vt(s);
@@ -376,6 +494,8 @@ std::string with_relations(std::string_view tmpl, const Sample& s) {
   if (s.task == "fwe") return check_top_words(s, 3, kFweNoiseWord);
   if (s.task == "kv_retrieval") return check_kv(s);
   if (s.task == "multihop_qa") return check_multihop(s);
+  if (s.task == "copy_strings") return check_copy_strings(s);
+  if (s.task == "hop_drill") return check_hop_drill(s);
   return ::testing::AssertionFailure() << "no checker for " << s.task;
 }
 
@@ -392,6 +512,16 @@ TEST(EvalTasks, CatalogListsThirteenTasksWithRulerScorers) {
   auto unknown = find_task("niah_single_9");
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.status().message().find("niah_single_1"), std::string::npos);  // lists the known ones
+  EXPECT_NE(unknown.status().message().find("copy_strings"), std::string::npos);
+  // The train-only tasks: found by name, outside the suite, scored like the needles.
+  EXPECT_EQ(train_only_tasks(), (std::vector<std::string>{"copy_strings", "hop_drill"}));
+  for (const auto& t : task_catalog()) EXPECT_FALSE(t.train_only) << t.name;
+  for (const auto& t : train_only_task_catalog()) {
+    EXPECT_TRUE(t.train_only);
+    EXPECT_EQ(t.scorer, ScorerKind::kStringMatchAll) << t.name;
+    ASSERT_TRUE(find_task(t.name).ok());
+    EXPECT_TRUE(find_task(t.name)->train_only);
+  }
 }
 
 TEST(EvalTasks, AnswersAreDerivableFromThePrompt) {
@@ -404,6 +534,19 @@ TEST(EvalTasks, AnswersAreDerivableFromThePrompt) {
           EXPECT_TRUE(s.prompt.ends_with(s.answer_prefix));
           EXPECT_FALSE(s.answers.empty());
           for (const auto& a : s.answers) EXPECT_NE(s.completion.find(a), std::string::npos);
+        }
+      }
+    }
+  }
+  for (const auto& task : train_only_tasks()) {
+    for (const int64_t length : kShortLengths) {
+      for (int64_t index = 0; index < 8; ++index) {
+        for (const TokenCounter& counter : {TokenCounter(count_whitespace_tokens), TokenCounter(bpe_like_tokens)}) {
+          const Sample s = make(task, Split::kTrain, length, index, counter);
+          EXPECT_TRUE(check_answers(s)) << task << " " << length << " #" << index;
+          EXPECT_TRUE(s.prompt.ends_with(s.answer_prefix));
+          EXPECT_FALSE(s.answers.empty());
+          EXPECT_DOUBLE_EQ(*score_prediction(s.scorer, s.completion, s.answers), 1.0) << s.completion;
         }
       }
     }
@@ -529,8 +672,11 @@ TEST(EvalTasks, MultihopTrainCompletionSpellsOutTheHop) {
 }
 
 TEST(EvalTasks, CheckersRejectDoctoredSamples) {
-  for (const auto& task : all_tasks()) {
-    const Sample s = make(task, Split::kEval, 1024, 0, count_whitespace_tokens);
+  std::vector<Sample> samples;
+  for (const auto& task : all_tasks()) samples.push_back(make(task, Split::kEval, 1024, 0, count_whitespace_tokens));
+  for (const auto& task : train_only_tasks()) samples.push_back(make(task, Split::kTrain, 1024, 0, count_whitespace_tokens));
+  for (const Sample& s : samples) {
+    const std::string& task = s.task;
     ASSERT_TRUE(check_answers(s)) << task;
     Sample wrong_answer = s;
     char& last = wrong_answer.answers[0].back();
@@ -546,10 +692,13 @@ TEST(EvalTasks, CheckersRejectDoctoredSamples) {
 }
 
 TEST(EvalTasks, SameRequestSameSample) {
-  for (const auto& task : all_tasks()) {
-    const Sample a = make(task, Split::kEval, 1500, 4, count_whitespace_tokens);
-    make(task, Split::kEval, 1500, 5, count_whitespace_tokens);  // unrelated work in between
-    const Sample b = make(task, Split::kEval, 1500, 4, count_whitespace_tokens);
+  std::vector<std::pair<std::string, Split>> cases;
+  for (const auto& task : all_tasks()) cases.emplace_back(task, Split::kEval);
+  for (const auto& task : train_only_tasks()) cases.emplace_back(task, Split::kTrain);
+  for (const auto& [task, split] : cases) {
+    const Sample a = make(task, split, 1500, 4, count_whitespace_tokens);
+    make(task, split, 1500, 5, count_whitespace_tokens);  // unrelated work in between
+    const Sample b = make(task, split, 1500, 4, count_whitespace_tokens);
     EXPECT_EQ(a.prompt, b.prompt) << task;
     EXPECT_EQ(a.answers, b.answers) << task;
     EXPECT_EQ(a.rng_seed, b.rng_seed) << task;
@@ -558,10 +707,12 @@ TEST(EvalTasks, SameRequestSameSample) {
       EXPECT_EQ(a.needles[i].char_offset, b.needles[i].char_offset);
       EXPECT_EQ(a.needles[i].depth, b.needles[i].depth);
     }
-    const Sample other_index = make(task, Split::kEval, 1500, 6, count_whitespace_tokens);
+    EXPECT_EQ(a.completion, b.completion) << task;
+    EXPECT_EQ(a.params, b.params) << task;
+    const Sample other_index = make(task, split, 1500, 6, count_whitespace_tokens);
     EXPECT_NE(a.prompt, other_index.prompt) << task;
     EXPECT_NE(a.answers, other_index.answers) << task;
-    SampleRequest r{task, Split::kEval, 1500, 18, 4, std::nullopt, std::nullopt};
+    SampleRequest r{task, split, 1500, 18, 4, std::nullopt, std::nullopt};
     EXPECT_NE(generate_sample(r, count_whitespace_tokens)->answers, a.answers) << task << " (other seed)";
   }
 }
@@ -589,6 +740,21 @@ TEST(EvalTasks, LengthIsWithinOneUnitOfTheBudgetAndNeverAbove) {
     EXPECT_EQ(b.prompt_tokens, bpe_like_tokens(b.prompt));
     EXPECT_LE(b.prompt_tokens, b.token_budget) << task;
     EXPECT_LT(b.token_budget - b.prompt_tokens, 48) << task;
+  }
+  // The train-only tasks at their short lengths (a haystack word is their filler unit).
+  for (const auto& task : train_only_tasks()) {
+    for (const int64_t length : kShortLengths) {
+      for (int64_t index = 0; index < 4; ++index) {
+        const Sample s = make(task, Split::kTrain, length, index, count_whitespace_tokens);
+        EXPECT_EQ(s.token_budget, length - find_task(task)->max_new_tokens);
+        EXPECT_EQ(s.prompt_tokens, count_whitespace_tokens(s.prompt));
+        EXPECT_LE(s.prompt_tokens, s.token_budget) << task << " " << length;
+        EXPECT_LT(s.token_budget - s.prompt_tokens, 1) << task << " " << length;
+        const Sample b = make(task, Split::kTrain, length, index, bpe_like_tokens);
+        EXPECT_LE(b.prompt_tokens, b.token_budget) << task << " " << length;
+        EXPECT_LT(b.token_budget - b.prompt_tokens, 48) << task << " " << length;
+      }
+    }
   }
 }
 
@@ -633,16 +799,21 @@ double recount_depth(const Sample& s, size_t n) {
 }
 
 TEST(EvalTasks, NeedlesOccurOnceAtTheirRecordedDepth) {
-  for (const auto& task : all_tasks()) {
+  std::vector<std::string> tasks = all_tasks();
+  tasks.insert(tasks.end(), train_only_tasks().begin(), train_only_tasks().end());
+  for (const auto& task : tasks) {
     if (task == "cwe" || task == "fwe") continue;
+    const bool train_only = find_task(task)->train_only;
     for (const Split split : {Split::kEval, Split::kTrain}) {
+      if (train_only && split != Split::kTrain) continue;
       for (int64_t index = 0; index < 3; ++index) {
         const Sample s = make(task, split, 2900, index, count_whitespace_tokens);
         ASSERT_FALSE(s.needles.empty()) << task;
-        const bool natural = task != "niah_single_1" && task != "vt" && task != "kv_retrieval" &&
-                             task != "niah_multikey_2" && task != "niah_multikey_3";
-        const double slack = (natural ? 90.0 : (task == "vt" || task == "niah_single_1") ? 3.0 : 0.5) /
-                             static_cast<double>(s.haystack_units);
+        const bool natural = train_only ? s.params.at("natural") == 1
+                                        : task != "niah_single_1" && task != "vt" && task != "kv_retrieval" &&
+                                              task != "niah_multikey_2" && task != "niah_multikey_3";
+        const bool noise_words = task == "vt" || task == "niah_single_1" || train_only;
+        const double slack = (natural ? 90.0 : noise_words ? 3.0 : 0.5) / static_cast<double>(s.haystack_units);
         for (size_t n = 0; n < s.needles.size(); ++n) {
           const auto& p = s.needles[n];
           EXPECT_EQ(count_occurrences(s.prompt, p.text), 1u) << task << ": " << p.text;
@@ -666,6 +837,110 @@ TEST(EvalTasks, RequestedDepthPlacesTheQueriedNeedle) {
       EXPECT_TRUE(check_answers(s)) << task << " " << depth;
     }
   }
+}
+
+TEST(EvalTasks, RequestedDepthPlacesTheFirstAskedRecordOfTrainOnlyTasks) {
+  for (const auto& task : train_only_tasks()) {
+    for (const double depth : {0.0, 0.5, 1.0}) {
+      const Sample s = make(task, Split::kTrain, 2048, 0, count_whitespace_tokens, depth);
+      ASSERT_FALSE(s.needles.empty());
+      EXPECT_TRUE(s.needles[0].queried) << task;
+      EXPECT_DOUBLE_EQ(s.needles[0].requested_depth, depth);
+      const double slack = (s.params.at("natural") == 1 ? 90.0 : 3.0) / static_cast<double>(s.haystack_units);
+      EXPECT_LE(std::abs(s.needles[0].depth - depth), slack) << task << " " << depth;
+      EXPECT_TRUE(check_answers(s)) << task << " " << depth;
+    }
+  }
+}
+
+// Train-only tasks have train wordings only and are not part of the suite: dev and eval requests fail,
+// naming the problem, and no group or "all" lists them.
+TEST(EvalTasks, TrainOnlyTasksAreRefusedForDevAndEval) {
+  for (const auto& task : train_only_tasks()) {
+    for (const Split split : {Split::kDev, Split::kEval}) {
+      SampleRequest r{task, split, 1024, 0, 0, std::nullopt, std::nullopt};
+      auto s = generate_sample(r, count_whitespace_tokens);
+      ASSERT_FALSE(s.ok()) << task << " " << split_name(split);
+      EXPECT_NE(s.status().message().find("train-only"), std::string::npos) << s.status().to_string();
+      EXPECT_NE(s.status().message().find(split_name(split)), std::string::npos) << s.status().to_string();
+    }
+    for (const char* group : {"all", "retrieval", "multi-hop", "aggregation"}) {
+      const auto names = parse_task_list(group);
+      ASSERT_TRUE(names.ok());
+      EXPECT_EQ(std::find(names->begin(), names->end(), task), names->end()) << group << " lists " << task;
+    }
+  }
+}
+
+TEST(EvalTasks, CopyStringsDrawEveryKindCountAndOrder) {
+  std::set<int64_t> kinds, counts;
+  std::set<std::pair<int64_t, int64_t>> placed_asked;
+  int reordered = 0;
+  for (int64_t index = 0; index < 200; ++index) {
+    const Sample s = make("copy_strings", Split::kTrain, 1024, index, count_whitespace_tokens);
+    ASSERT_TRUE(check_answers(s)) << "#" << index;
+    const int64_t placed = s.params.at("num_strings"), asked = s.params.at("num_asked");
+    EXPECT_TRUE(placed >= 1 && placed <= 4 && asked >= 1 && asked <= placed) << placed << " " << asked;
+    placed_asked.emplace(placed, asked);
+    counts.insert(asked);
+    for (int64_t j = 0; j < asked; ++j) kinds.insert(s.params.at("asked_kind_" + std::to_string(j)));
+    // The question's order, not the prompt's: some samples ask for a later string first.
+    for (size_t j = 1; j < s.answers.size(); ++j) reordered += s.prompt.find(s.answers[j]) < s.prompt.find(s.answers[j - 1]);
+    std::string joined;
+    for (const auto& a : s.answers) joined += (joined.empty() ? " " : ", ") + a;
+    EXPECT_EQ(s.completion, joined + ".");
+  }
+  EXPECT_EQ(kinds, (std::set<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(counts, (std::set<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(placed_asked.size(), 10u) << "every (placed, asked) pair with 1 <= asked <= placed <= 4";
+  EXPECT_GT(reordered, 10);
+}
+
+// Where four long records under long labels do not fit the budget, the last drawn are dropped (the unasked
+// ones first) and the sample stays consistent; a budget too small for one record is an error.
+TEST(EvalTasks, CopyStringsDropRecordsThatOutgrowTheBudget) {
+  int dropped = 0;
+  for (int64_t index = 0; index < 40 && dropped < 3; ++index) {
+    const Sample full = make("copy_strings", Split::kTrain, 2048, index, count_whitespace_tokens);
+    if (full.params.at("num_strings") < 3) continue;
+    // The same draws (the reserve is no part of the seed) with a budget one token short of the bare prompt.
+    const int64_t bare = full.prompt_tokens - full.haystack_units;
+    SampleRequest r{"copy_strings", Split::kTrain, 2048, 17, index, std::nullopt, 2048 - (bare - 1)};
+    auto s = generate_sample(r, count_whitespace_tokens);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    ++dropped;
+    EXPECT_LT(s->params.at("num_strings"), full.params.at("num_strings"));
+    EXPECT_LE(s->prompt_tokens, s->token_budget);
+    EXPECT_TRUE(check_answers(*s)) << "#" << index;
+    // The kept answers are the full sample's, minus dropped records, in the same order.
+    std::vector<std::string> kept;
+    for (const auto& a : full.answers) {
+      if (std::find(s->answers.begin(), s->answers.end(), a) != s->answers.end()) kept.push_back(a);
+    }
+    EXPECT_EQ(kept, s->answers);
+    SampleRequest tiny{"copy_strings", Split::kTrain, 2048, 17, index, std::nullopt, 2048 - 20};
+    auto t = generate_sample(tiny, count_whitespace_tokens);
+    ASSERT_FALSE(t.ok());
+    EXPECT_NE(t.status().message().find("without any filler"), std::string::npos) << t.status().to_string();
+  }
+  EXPECT_EQ(dropped, 3);
+}
+
+TEST(EvalTasks, HopDrillDrawsLuresAndDistractorChains) {
+  std::set<std::pair<int64_t, int64_t>> lures;
+  std::set<int64_t> chains;
+  std::set<int64_t> x_nouns;
+  for (int64_t index = 0; index < 100; ++index) {
+    const Sample s = make("hop_drill", Split::kTrain, 1024, index, count_whitespace_tokens);
+    ASSERT_TRUE(check_answers(s)) << "#" << index;
+    lures.emplace(s.params.at("lure_one_hop"), s.params.at("lure_double_x"));
+    chains.insert(s.params.at("num_chains"));
+    x_nouns.insert(s.params.at("x_noun"));
+    EXPECT_EQ(std::count_if(s.needles.begin(), s.needles.end(), [](const auto& n) { return n.queried; }), 2);
+  }
+  EXPECT_EQ(lures.size(), 4u) << "both lures, either, or none";
+  EXPECT_EQ(chains, (std::set<int64_t>{1, 2, 3}));
+  EXPECT_GE(x_nouns.size(), 30u) << "relations drawn per sample";
 }
 
 TEST(EvalTasks, RejectsBadRequests) {
@@ -692,6 +967,9 @@ TEST(EvalTasks, ParsesTaskAndLengthLists) {
   auto all = parse_task_list("all");
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->size(), 13u);
+  auto named = parse_task_list("copy_strings, hop_drill,vt");
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(*named, (std::vector<std::string>{"copy_strings", "hop_drill", "vt"}));
   auto agg = parse_task_list("aggregation, vt");
   ASSERT_TRUE(agg.ok());
   EXPECT_EQ(*agg, (std::vector<std::string>{"cwe", "fwe", "vt"}));
