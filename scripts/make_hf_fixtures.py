@@ -82,6 +82,7 @@ MODELS = [
     ("llama_gqa4_d64", LLAMA_GQA4_D64, torch.bfloat16, 1, 2468),
     ("qwen3_gqa4_d128", QWEN3_GQA4_D128, torch.float16, 1, 1357),
 ]
+REPO_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 KASCADE_TINY_DIR = os.path.join("..", "..", "..", "models", "kascade-tiny")  # relative to tests/data/hf
 KASCADE_TINY_PROMPT = 2048
 
@@ -194,7 +195,9 @@ def write_reference(name, model_dir, reloaded, vocab_size, prompt_len, seed, sto
 
 def make_kascade_tiny(out):
     """The bundled model's reference: its shipped weights as transformers loads them, no new checkpoint."""
-    model_dir = os.path.normpath(os.path.join(out, KASCADE_TINY_DIR))
+    # The checkpoint is found from the repository (this script's folder), not from --out: the fixture records the
+    # path relative to tests/data/hf, where the tests read it, whatever folder it is written to.
+    model_dir = os.path.normpath(os.path.join(REPO_ROOT, "tests", "data", "hf", KASCADE_TINY_DIR))
     config = json.load(open(os.path.join(model_dir, "config.json")))
     reloaded = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager").double().eval()
     write_reference("kascade_tiny", KASCADE_TINY_DIR, reloaded, config["vocab_size"], KASCADE_TINY_PROMPT, 97531,
