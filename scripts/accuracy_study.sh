@@ -12,7 +12,8 @@
 # Environment (defaults in brackets): MODEL [models/kascade-tiny], DEVICE [cuda], TASKS [all],
 # LENGTHS [4k,8k,16k,32k], SAMPLES [4], POLICIES [all ten; the oracle's prefill is one selection per
 # query, ~5 s per 32K sample on an H200], SWEEP_LENGTHS [LENGTHS], ANCHOR_COUNTS
-# [2 3 4 5 6 7 8], FRACTIONS [0.025 0.05 0.1 0.2], EXTRA (more `kascade eval` flags). The sweeps draw
+# [2 3 4 5 6 7 8], FRACTIONS [0.025 0.05 0.1 0.2], EXTRA (more `kascade eval` flags), ARCHIVE (a path: the whole
+# OUT_DIR packed there as one .tar.xz at the end — a device call returns at most 8 files, the study writes ~50). The sweeps draw
 # dense from the main step as the reference line when the main step ran at those lengths. Each step
 # writes OUT/<step>.log; a summary table at the end; exit status non-zero when a step failed.
 # The commands run go to OUT/commands.txt (docs/accuracy.md quotes them). Tested on the CPU with
@@ -67,4 +68,7 @@ for step in ${STEPS:-main anchors topk}; do
   esac
 done
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+if [[ -n "${ARCHIVE:-}" ]]; then
+  XZ_OPT=-6 tar cJf "$ARCHIVE" -C "$out" . || { echo "accuracy_study.sh: cannot write $ARCHIVE"; status=1; }
+fi
 exit $status

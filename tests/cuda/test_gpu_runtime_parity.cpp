@@ -7,7 +7,7 @@
 //     embeddings, yarn RoPE, 3 layers), head dim 64: a varlen batch of prompts of 257 and 100 tokens
 //     prefilled in chunks of 64 (several chunks, a partial last one) over 16-token pages, then 6
 //     teacher-forced decode steps per sequence. They cover both architectures' code paths.
-//   - GpuRuntimeHfParity.* (end of file): the GPU runtime against Hugging Face transformers' logits.
+//   - Fixtures/GpuRuntimeHfParity.* (end of file): the GPU runtime against Hugging Face transformers' logits.
 //   - GpuRuntimeTinyModel.*: the trained checkpoint models/kascade-tiny (real bf16 weights, Llama,
 //     12 layers, GQA 8/2, head dim 64) on two task-suite prompts of ~1.5K and ~1K tokens (a needle
 //     to retrieve; tests/unit/runtime/tiny_model_case.h), prefilled in chunks of 512, then 8 decode
