@@ -13,6 +13,10 @@ The verdict: the mean paired difference d (points, 0-100) with its standard erro
 standard deviation of the per-sample differences over sqrt(n)); "ahead" when d - 2s > margin, "behind"
 when d + 2s < -margin, else "not separable" — with 22 samples one flipped sample is 4.5 points, so
 the CPU test of 2 samples per task rarely separates two checkpoints (c9-c11).
+After the verdict, the issue-4 quality bar per length: the mean over tasks of the retrieval group (every
+task but the aggregation tasks cwe and fwe: the needle variants, kv_retrieval, vt, multihop_qa) and of the
+aggregation group, for both runs, beside the bar where it has one (retrieval >= 90 % at 4K and 8K, >= 80 % at
+16K; aggregation >= 70 % at 4K), and whether the candidate meets it.
 Exit status 0 in every verdict; 2 for unusable input.
 """
 import argparse
@@ -40,6 +44,30 @@ def load(folder):
     if not samples:
         raise SystemExit(f"{path}: no samples")
     return samples
+
+
+# The quality bar of issue 4 (docs/model.md): group -> {length in tokens: minimum accuracy %}.
+AGGREGATION_TASKS = frozenset({"cwe", "fwe"})
+QUALITY_BAR = {"retrieval": {4096: 90.0, 8192: 90.0, 16384: 80.0}, "aggregation": {4096: 70.0}}
+
+
+def quality_bar_lines(shipped, candidate, by_cell):
+    """The bar table: per (group, length) the mean over the group's tasks of each run's cell accuracy."""
+    groups = defaultdict(list)  # (group, length) -> [(shipped %, candidate %) per task cell]
+    for (task, length, _policy), ks in by_cell.items():
+        group = "aggregation" if task in AGGREGATION_TASKS else "retrieval"
+        groups[(group, length)].append((100 * sum(shipped[k] for k in ks) / len(ks),
+                                        100 * sum(candidate[k] for k in ks) / len(ks)))
+    lines = ["", "Against the quality bar of issue 4 (mean over the group's tasks):", "",
+             "| group | length | tasks | shipped % | candidate % | bar | candidate meets it |",
+             "|---|---:|---:|---:|---:|---:|---|"]
+    for (group, length), cells in sorted(groups.items(), key=lambda kv: (kv[0][0] != "retrieval", kv[0][1])):
+        a = sum(c[0] for c in cells) / len(cells)
+        b = sum(c[1] for c in cells) / len(cells)
+        bar = QUALITY_BAR[group].get(length)
+        bar_text, meets = (f"{bar:g}", "yes" if b >= bar else "no") if bar is not None else ("—", "—")
+        lines.append(f"| {group} | {length} | {len(cells)} | {a:.1f} | {b:.1f} | {bar_text} | {meets} |")
+    return lines
 
 
 def main():
@@ -92,6 +120,7 @@ def main():
     lines.append(f"Verdict: **{verdict}** — paired difference {mean:+.1f} ± {se:.1f} points (mean ± standard error "
                  f"over {n} samples; {better} better, {worse} worse, {n - better - worse} equal; margin "
                  f"{args.margin:g} points at two standard errors).")
+    lines += quality_bar_lines(shipped, candidate, by_cell)
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -3,7 +3,8 @@
 # test) on hand-made samples.jsonl pairs: equal runs are not separable, a candidate right on every
 # sample the shipped one missed is ahead (and the reverse behind), one flipped sample of 22 is not
 # separable, per-cell and overall percentages come from the scores, and runs of different samples
-# are refused with exit status 2 (other keys, or the same keys expecting other answers).
+# are refused with exit status 2 (other keys, or the same keys expecting other answers); the quality-bar
+# table groups cwe / fwe as aggregation and the rest as retrieval, with issue 4's bar where it has one.
 #   tests/scripts/test_compare_checkpoints.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -36,6 +37,24 @@ python3 "$tool" "$out/ship" "$out/better" --out "$out/written.md" >"$out/report.
 grep -q "Verdict: \*\*candidate ahead\*\*" "$out/report.md" || fail "a candidate right on 8 more samples"
 grep -q "| h | 16384 | dense | 2 | 0.0 | 100.0 | +100.0 |" "$out/report.md" || fail "a cell's percentages"
 cmp -s "$out/report.md" "$out/written.md" || fail "--out does not hold the printed report"
+grep -q "| retrieval | 16384 | 11 | 63.6 | 100.0 | 80 | yes |" "$out/report.md" || fail "the quality-bar row (retrieval at 16K)"
+# The bar's groups: cwe / fwe are aggregation (bar 70 % at 4K), the rest retrieval (90 % at 4K); a length
+# without a bar shows none.
+for which in ship cand; do
+  mkdir -p "$out/bar_$which"
+  python3 - "$out/bar_$which/samples.jsonl" "$which" <<'PY'
+import json, sys
+score = {"ship": {"cwe": 0.5, "niah_single_1": 1.0}, "cand": {"cwe": 0.75, "niah_single_1": 0.5}}[sys.argv[2]]
+with open(sys.argv[1], "w") as f:
+    for length in (4096, 32768):
+        for task, s in score.items():
+            f.write(json.dumps({"task": task, "length": length, "policy": "dense", "index": 0, "score": s}) + "\n")
+PY
+done
+python3 "$tool" "$out/bar_ship" "$out/bar_cand" >"$out/report.md" || fail "bar: non-zero exit"
+grep -q "| retrieval | 4096 | 1 | 100.0 | 50.0 | 90 | no |" "$out/report.md" || fail "the retrieval bar at 4K"
+grep -q "| aggregation | 4096 | 1 | 50.0 | 75.0 | 70 | yes |" "$out/report.md" || fail "the aggregation bar at 4K"
+grep -q "| aggregation | 32768 | 1 | 50.0 | 75.0 | — | — |" "$out/report.md" || fail "a length without a bar"
 python3 "$tool" "$out/better" "$out/ship" >"$out/report.md" || fail "worse: non-zero exit"
 grep -q "Verdict: \*\*candidate behind\*\*" "$out/report.md" || fail "the reverse comparison"
 python3 "$tool" "$out/ship" "$out/one_flip" >"$out/report.md" || fail "one flip: non-zero exit"
