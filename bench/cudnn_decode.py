@@ -9,11 +9,12 @@ median of --reps replays is reported. Also measures the read-bandwidth roof with
 read-only reduction (torch.sum over 4 GiB) in the same process. Writes JSON (--json).
 
   python3 bench/cudnn_decode.py [--shapes llama,d64] [--dtypes f16,bf16] [--batches 1,8,64]
-                                [--lens 8192,32768,131072] [--reps 15] [--json cudnn.json]
+                                [--lens 8192,32768,131072] [--reps 15] [--warmup-ms 50] [--json cudnn.json]
 
 Each shape's output is checked once against the math backend (fp32) on a small batch.
 """
 import argparse
+import time
 import json
 import math
 import sys
@@ -34,7 +35,18 @@ def flush_l2(buffer, mode, r):
         buffer.view(torch.int32).sum()
 
 
-def median_us(fn, reps, flush, mode="write"):
+def warm_up(fn, warmup_ms):
+    """At least 2 untimed replays lasting at least warmup_ms in all (as kascade_bench_decode --warmup-ms)."""
+    t0 = time.perf_counter()
+    for i in range(1000):
+        fn()
+        torch.cuda.synchronize()
+        if i >= 1 and (time.perf_counter() - t0) * 1000.0 >= warmup_ms:
+            break
+
+
+def median_us(fn, reps, flush, mode="write", warmup_ms=50.0):
+    warm_up(fn, warmup_ms)
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for r in range(reps):
@@ -96,6 +108,8 @@ def main():
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--mem-limit-gb", type=float, default=110.0)
     ap.add_argument("--json", default="")
+    ap.add_argument("--warmup-ms", type=float, default=50.0,
+                    help="untimed replays before each timed set, at least this long (as kascade_bench_decode)")
     ap.add_argument("--flush", default="write", choices=["write", "read", "none"],
                     help="L2 flush before each timed replay (as kascade_bench_decode --flush)")
     ap.add_argument("--layouts", default="", help="ignored (cuDNN reads contiguous [B, G, L, d] K/V)")
@@ -124,7 +138,7 @@ def main():
                     try:
                         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                             replay = graphed(lambda: sdpa(q, k, v))
-                            med, best = median_us(replay, a.reps, flush, a.flush)
+                            med, best = median_us(replay, a.reps, flush, a.flush, a.warmup_ms)
                     except RuntimeError as e:  # report and go on
                         print(f"cuDNN failed for {shape} {dt} B={batch} L={length}: {e}", flush=True)
                         del q, k, v

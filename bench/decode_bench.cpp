@@ -20,7 +20,8 @@
 //   kascade_bench_decode [--shapes llama,d64] [--dtypes f16,bf16] [--batches 1,8,64]
 //                        [--lens 8192,32768,131072] [--layouts contiguous,paged] [--reps 15]
 //                        [--topk auto|chunked|rows] [--topk-cluster 0|1|2|4|8] [--flush write|read|none]
-//                        [--pool-fusion separate|fused] [--json results.json]
+//                        [--pool-fusion separate|fused] [--warmup-ms 50] [--json results.json]
+// --warmup-ms: the untimed replays before each op's timed ones last at least this long (and are at least 2).
 // --topk forces the Top-k kernels of the anchors and of the stand-alone Top-k (default: the plan's choice);
 // --topk-cluster the row kernel's CTAs per row (default 0: the plan's); --pool-fusion runs the anchors'
 // pooling and Top-k as two kernels (separate, the default) or one (fused: cuda::PoolFusion).
@@ -66,6 +67,7 @@ struct Options {
   cuda::TopkAlgorithm topk = cuda::TopkAlgorithm::kAuto;
   int32_t topk_cluster = 0;
   std::string flush = "write";  // the L2 flush before each timed replay: write | read | none
+  double warmup_ms = 50.0;       // untimed replays before each op's timed ones, at least this long
   cuda::PoolFusion pool_fusion = cuda::PoolFusion::kSeparate;
   std::string json;
 };
@@ -89,6 +91,13 @@ Options parse(int argc, char** argv) {
     else if (key == "--layouts") o.layouts = split(value);
     else if (key == "--reps") o.reps = std::stoi(value);
     else if (key == "--mem-limit-gb") o.mem_limit_gb = std::stod(value);
+    else if (key == "--warmup-ms") {
+      o.warmup_ms = std::stod(value);
+      if (!(o.warmup_ms >= 0.0 && o.warmup_ms <= 10000.0)) {
+        std::fprintf(stderr, "--warmup-ms is '%s'; expected milliseconds in [0, 10000]\n", value.c_str());
+        std::exit(2);
+      }
+    }
     else if (key == "--json") o.json = value;
     else if (key == "--topk") {
       if (value == "auto") o.topk = cuda::TopkAlgorithm::kAuto;
@@ -322,6 +331,7 @@ int main_impl(int argc, char** argv) {
   std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
   Timer timer;
   timer.flush_mode = opt.flush;
+  timer.warmup_ms = opt.warmup_ms;
   std::printf("L2 flush before each timed replay: %s\n", opt.flush.c_str());
   const double roof_before = measure_read_roof(timer, 10);
   std::printf("read roof (4 GiB read-only reduction): %.0f GB/s\n", roof_before);
@@ -346,10 +356,10 @@ int main_impl(int argc, char** argv) {
     FILE* f = std::fopen(opt.json.c_str(), "w");
     if (!f) { std::perror(opt.json.c_str()); return 1; }
     std::fprintf(f,
-                 "{\"device\": \"%s\", \"flush\": \"%s\", \"pool_fusion\": \"%s\", \"read_roof_gbps\": [%.1f, %.1f], "
-                 "\"results\": [\n",
-                 prop.name, opt.flush.c_str(), opt.pool_fusion == cuda::PoolFusion::kFused ? "fused" : "separate",
-                 roof_before, roof_after);
+                 "{\"device\": \"%s\", \"flush\": \"%s\", \"warmup_ms\": %.1f, \"pool_fusion\": \"%s\", "
+                 "\"read_roof_gbps\": [%.1f, %.1f], \"results\": [\n",
+                 prop.name, opt.flush.c_str(), opt.warmup_ms,
+                 opt.pool_fusion == cuda::PoolFusion::kFused ? "fused" : "separate", roof_before, roof_after);
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       std::fprintf(f,
