@@ -73,7 +73,7 @@ void add_kernel_benches(CLI::App& bench, KernelBench& prefill, KernelBench& deco
   decode.binary = "kascade_bench_decode";
   decode.cudnn_script = "bench/cudnn_decode.py";
   decode.report_script = "bench/decode_report.py";
-  decode.cudnn_flags = {"--shapes", "--dtypes", "--batches", "--lens", "--reps", "--mem-limit-gb", "--flush"};
+  decode.cudnn_flags = {"--shapes", "--dtypes", "--batches", "--lens", "--reps", "--mem-limit-gb", "--flush", "--warmup-ms"};
   decode.out = "bench-decode";
   register_options(
       decode,
@@ -89,7 +89,8 @@ void add_kernel_benches(CLI::App& bench, KernelBench& prefill, KernelBench& deco
        {"--topk", "Top-k kernels of the anchors: auto (the plan's choice), chunked or rows"},
        {"--pool-fusion", "the anchors' pooling and Top-k: separate (two kernels, the default) or fused (one)"},
        {"--flush", "L2 flush before each timed replay: write (default; leaves dirty lines), read (clean "
-                   "lines, as after a decode step's weight-streaming GEMMs) or none"}});
+                   "lines, as after a decode step's weight-streaming GEMMs) or none"},
+       {"--warmup-ms", "untimed replays before each op's timed ones, at least this many milliseconds (default 50)"}});
 }
 
 Status run_kernel_bench(const KernelBench& b) {

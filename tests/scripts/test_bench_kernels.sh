@@ -50,12 +50,12 @@ run prefill --lens 8192 --kernels reuse --out "$work/p" || fail "bench prefill e
 grep -qx "| table of $work/p/ours.json and $work/p/cudnn.json |" "$work/p/table.md" || fail "table.md"
 grep -q "| table of $work/p/ours.json" "$work/log" || fail "the table is not printed"
 
-run decode --batches 8 --layouts paged --lens 131072 --topk rows --flush read --out "$work/d" ||
+run decode --batches 8 --layouts paged --lens 131072 --topk rows --flush read --warmup-ms 25 --out "$work/d" ||
   fail "bench decode exited non-zero"
-[[ $(cat "$work/bench_decode.args") == "--batches 8 --flush read --layouts paged --lens 131072 --topk rows --json $work/d/ours.json" ]] ||
+[[ $(cat "$work/bench_decode.args") == "--batches 8 --flush read --layouts paged --lens 131072 --topk rows --warmup-ms 25 --json $work/d/ours.json" ]] ||
   fail "the decode binary's arguments: $(cat "$work/bench_decode.args")"
-[[ $(cat "$work/cudnn_decode.args") == "--batches 8 --flush read --lens 131072 --json $work/d/cudnn.json" ]] ||
-  fail "the decode baseline's arguments (no --layouts, no --topk; the same --flush): $(cat "$work/cudnn_decode.args")"
+[[ $(cat "$work/cudnn_decode.args") == "--batches 8 --flush read --lens 131072 --warmup-ms 25 --json $work/d/cudnn.json" ]] ||
+  fail "the decode baseline's arguments (no --layouts, no --topk; the same --flush and --warmup-ms): $(cat "$work/cudnn_decode.args")"
 
 rm -f "$work/cudnn_prefill.args"
 run prefill --no-cudnn --out "$work/n" || fail "--no-cudnn exited non-zero"
