@@ -14,7 +14,7 @@ OUT/shard-<L>-<S>.npz (uncompressed, the data format of scripts/train_tiny.py, w
 temporary name and renamed, so a reader never sees a partial file). train_tiny.py --generate
 starts this script and reads the shards as they arrive (--stream-window, --stream-refresh).
 --tasks draws from the evaluation suite's tasks (every one weighs 1 unless given); a train-only
-task (`kascade tasks --list`, splits "train": copy_strings, hop_drill) only when named with a weight.
+task (`kascade tasks --list`, splits "train": copy_strings, hop_drill, vt_lookup) only when named with a weight.
 
 --extra-tasks NAME@L1:L2:...=SHARE[,...] adds tasks at lengths of their own (the copy curriculum:
 short contexts for copy_strings and hop_drill while --lengths stays long): with probability SHARE a

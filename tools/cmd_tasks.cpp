@@ -12,7 +12,7 @@
 //                 --tokenizer models/kascade-tiny --out train.jsonl
 //   kascade tasks --split train --tasks copy_strings,hop_drill --lengths 512,1k,2k --samples 8 ...
 //   kascade tasks --list        # columns task, category, scorer, max_new, splits (all | train), description
-// The train-only tasks (copy_strings, hop_drill: the copy curriculum) are named on their own, never by
+// The train-only tasks (copy_strings, hop_drill, vt_lookup: the copy curriculum) are named on their own, never by
 // "all" or a group, and only with --split train.
 // Samples are generated in parallel (OpenMP) and written in a fixed order: for each task, for
 // each length, indices 0..N-1. Tested through tests/unit/eval (the generator) and by running it.
@@ -172,7 +172,7 @@ int run_tasks(int argc, char** argv) {
       ->check(CLI::IsMember({"train", "dev", "eval"}));
   app.add_option("--tasks", tasks,
                  "comma-separated task names, or all / retrieval / multi-hop / aggregation (the evaluation suite; "
-                 "the train-only copy_strings and hop_drill are named on their own, with --split train)");
+                 "the train-only copy_strings, hop_drill and vt_lookup are named on their own, with --split train)");
   app.add_option("--lengths", lengths, "target lengths in tokens, e.g. 2k,4k,8192");
   app.add_option("--samples", samples, "samples per task and length")->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "user seed, below 2^40");

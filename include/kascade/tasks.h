@@ -33,6 +33,8 @@
 //                    the answer is their strings in the order asked; all
 //   hop_drill        a two-hop lookup over invented persons ("the x of A is B", "the y of B is C", with
 //                    distractor chains and one-hop lures) in a short haystack; answer C; all
+//   vt_lookup        vt's statements with 3–8 chains of 0 or 1 hops: the variable assigned the asked value
+//                    (and the one assigned from it); all
 // Scorer assignment follows RULER: string_match_all for the niah, vt, cwe and fwe families (and
 // kv retrieval), string_match_part for the QA task (multihop_qa), as RULER does for qa_1/qa_2.
 //
@@ -102,7 +104,7 @@ struct TaskInfo {
 
 // The evaluation suite: the 13 tasks of the list above, in its order (no train-only task).
 const std::vector<TaskInfo>& task_catalog();
-// The train-only tasks (copy_strings, hop_drill).
+// The train-only tasks (copy_strings, hop_drill, vt_lookup).
 const std::vector<TaskInfo>& train_only_task_catalog();
 // Any task, of the suite or train-only.
 Result<TaskInfo> find_task(std::string_view name);

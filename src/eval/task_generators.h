@@ -52,6 +52,7 @@ Result<TaskOutput> generate_multihop(const TaskContext& ctx);   // multihop_qa
 // Train-only tasks (the copy curriculum; tasks.cpp refuses them for the dev and eval splits).
 Result<TaskOutput> generate_copy_strings(const TaskContext& ctx);  // copy_strings
 Result<TaskOutput> generate_hop_drill(const TaskContext& ctx);     // hop_drill
+Result<TaskOutput> generate_vt_lookup(const TaskContext& ctx);     // vt_lookup
 
 // head + "\n" + context + "\n" + tail, with the needles' offsets moved into the prompt.
 BuiltPrompt assemble_prompt(std::string_view head, RenderedContext context, std::string_view tail);

@@ -44,6 +44,9 @@ const std::vector<CatalogEntry>& catalog_entries() {
       {{"hop_drill", "copy", kStringMatchAll, 64, "short two-hop lookup over invented persons, answer a copied name",
         true},
        generate_hop_drill},
+      {{"vt_lookup", "copy", kStringMatchAll, 30, "vt's first lookup: 3-8 chains of 0-1 hops, the asked value's variables",
+        true},
+       generate_vt_lookup},
   };
   return entries;
 }

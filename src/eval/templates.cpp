@@ -1,7 +1,7 @@
 // eval/templates.cpp — the per-split phrasings of every task (see templates.h). Eval: RULER's
 // wording (niah, vt, cwe, fwe), the InfiniteBench / "lost in the middle" kv-retrieval wording, and
 // our own fact relations; train and dev: our own rewordings, disjoint from eval and each other; the
-// train-only tasks (copy_strings, hop_drill) have train phrasings alone.
+// train-only tasks (copy_strings, hop_drill; vt_lookup uses vt's train phrasings) have train phrasings alone.
 // Tested by tests/unit/eval/test_splits.cpp.
 #include "eval/templates.h"
 

@@ -8,8 +8,8 @@
 //     prompt text only (niah: the sentences that carry the asked keys; vt: parses the
 //     assignments and follows the chains; cwe/fwe: counts the words; kv: parses the JSON;
 //     multihop: parses the facts and follows the 2 hops; copy_strings: re-reads the record of each
-//     asked label; hop_drill: parses the facts and follows the 2 hops past the lures);
-//   - the train-only tasks (copy_strings, hop_drill): the same checks on the train split at their short
+//     asked label; hop_drill: parses the facts and follows the 2 hops past the lures; vt_lookup: as vt);
+//   - the train-only tasks (copy_strings, hop_drill, vt_lookup): the same checks on the train split at their short
 //     lengths, records dropped where they outgrow the budget, and a clear error for dev and eval;
 //   - catalog, list parsing and request validation.
 // The text patterns are matched by small hand-written scanners (std::regex trips GCC 12's
@@ -489,7 +489,7 @@ bool has_copy_form(const std::string& value, int64_t kind) {
 
 ::testing::AssertionResult check_answers(const Sample& s) {
   if (s.task.starts_with("niah_")) return check_niah(s);
-  if (s.task == "vt") return check_vt(s);
+  if (s.task == "vt" || s.task == "vt_lookup") return check_vt(s);
   if (s.task == "cwe") return check_top_words(s, static_cast<size_t>(s.params.at("num_cw")), "");
   if (s.task == "fwe") return check_top_words(s, 3, kFweNoiseWord);
   if (s.task == "kv_retrieval") return check_kv(s);
@@ -514,7 +514,7 @@ TEST(EvalTasks, CatalogListsThirteenTasksWithRulerScorers) {
   EXPECT_NE(unknown.status().message().find("niah_single_1"), std::string::npos);  // lists the known ones
   EXPECT_NE(unknown.status().message().find("copy_strings"), std::string::npos);
   // The train-only tasks: found by name, outside the suite, scored like the needles.
-  EXPECT_EQ(train_only_tasks(), (std::vector<std::string>{"copy_strings", "hop_drill"}));
+  EXPECT_EQ(train_only_tasks(), (std::vector<std::string>{"copy_strings", "hop_drill", "vt_lookup"}));
   for (const auto& t : task_catalog()) EXPECT_FALSE(t.train_only) << t.name;
   for (const auto& t : train_only_task_catalog()) {
     EXPECT_TRUE(t.train_only);
@@ -941,6 +941,23 @@ TEST(EvalTasks, HopDrillDrawsLuresAndDistractorChains) {
   EXPECT_EQ(lures.size(), 4u) << "both lures, either, or none";
   EXPECT_EQ(chains, (std::set<int64_t>{1, 2, 3}));
   EXPECT_GE(x_nouns.size(), 30u) << "relations drawn per sample";
+}
+
+// vt_lookup: 3-8 chains of 0 or 1 hops, every shape drawn; the answer is the asked value's chain (1 or 2
+// names, found by following the parsed statements); one chain of the prompt is the queried one.
+TEST(EvalTasks, VtLookupDrawsManyShortChains) {
+  std::set<int64_t> chains, hops;
+  for (int64_t index = 0; index < 100; ++index) {
+    const Sample s = make("vt_lookup", Split::kTrain, 768, index, count_whitespace_tokens);
+    ASSERT_TRUE(check_answers(s)) << "#" << index;
+    chains.insert(s.params.at("num_chains"));
+    hops.insert(s.params.at("num_hops"));
+    EXPECT_EQ(static_cast<int64_t>(s.answers.size()), s.params.at("num_hops") + 1) << "#" << index;
+    EXPECT_EQ(std::count_if(s.needles.begin(), s.needles.end(), [](const auto& n) { return n.queried; }),
+              s.params.at("num_hops") + 1);
+  }
+  EXPECT_EQ(chains, (std::set<int64_t>{3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(hops, (std::set<int64_t>{0, 1}));
 }
 
 TEST(EvalTasks, RejectsBadRequests) {
