@@ -1,7 +1,7 @@
 // bench/bench_timer.h — what the CUDA benchmarks share for timing: an owning device allocation,
-// a timer that captures an op in a CUDA graph and times its replays with CUDA events, each replay
-// after a warm-up of at least --warmup-ms and an L2 flush outside the timed region (write: a 256 MB memset, leaving dirty lines; read: a
-// 256 MB read, clean lines; none: warm L2), and the read-bandwidth roof (a 4 GiB read-only
+// a timer that captures an op in a CUDA graph and times its replays with CUDA events, after a warm-up
+// (warmup_ms) and each after an L2 flush outside the timed region (write: a 256 MB memset, leaving dirty
+// lines; read: a 256 MB read, clean lines; none: warm L2), and the read-bandwidth roof (a 4 GiB read-only
 // reduction with 16-byte loads). Used by kascade_bench_decode and kascade_bench_linear (exercised by
 // every run of them).
 #pragma once
@@ -43,9 +43,9 @@ struct Timer {
     BENCH_CHECK(cudaEventCreate(&stop));
   }
   // Warm-up before the timed replays: at least 2 replays and at least this many milliseconds of them
-  // (--warmup-ms). A count alone left the first op of a cell measured on a GPU still ramping its clocks up
-  // after the cell's host-side setup (dense at B = 8, 128K read 1.20x cuDNN in two runs, its own split
-  // variants and anchor0 1.02x; docs/perf.md, 2026-12-07).
+  // (--warmup-ms). With a count of 2 alone, the first op of a cell read slow twice (dense at B = 8, 128K:
+  // 1.20x cuDNN, its own split variants 1.02x; docs/perf.md, 2026-12-07); suspected, not yet shown: a GPU
+  // still ramping its clocks after the cell's host-side setup.
   double warmup_ms = 50.0;
   // Median (and min) microseconds of `reps` replays, each after an L2 flush.
   std::pair<double, double> time_graph(cudaGraphExec_t exec, int reps) {

@@ -51,13 +51,12 @@ AGGREGATION_TASKS = frozenset({"cwe", "fwe"})
 QUALITY_BAR = {"retrieval": {4096: 90.0, 8192: 90.0, 16384: 80.0}, "aggregation": {4096: 70.0}}
 
 
-def quality_bar_lines(shipped, candidate, by_cell):
-    """The bar table: per (group, length) the mean over the group's tasks of each run's cell accuracy."""
+def quality_bar_lines(cell_percent):
+    """The bar table: per (group, length) the mean over the group's tasks of each run's cell accuracy.
+    cell_percent: (task, length, policy) -> (shipped %, candidate %)."""
     groups = defaultdict(list)  # (group, length) -> [(shipped %, candidate %) per task cell]
-    for (task, length, _policy), ks in by_cell.items():
-        group = "aggregation" if task in AGGREGATION_TASKS else "retrieval"
-        groups[(group, length)].append((100 * sum(shipped[k] for k in ks) / len(ks),
-                                        100 * sum(candidate[k] for k in ks) / len(ks)))
+    for (task, length, _policy), percents in cell_percent.items():
+        groups[("aggregation" if task in AGGREGATION_TASKS else "retrieval", length)].append(percents)
     lines = ["", "Against the quality bar of issue 4 (mean over the group's tasks):", "",
              "| group | length | tasks | shipped % | candidate % | bar | candidate meets it |",
              "|---|---:|---:|---:|---:|---:|---|"]
@@ -96,10 +95,11 @@ def main():
         by_cell[(k[0], k[1], k[2])].append(k)
     lines = ["| task | length | policy | samples | shipped % | candidate % | difference (points) |",
              "|---|---:|---|---:|---:|---:|---:|"]
-    for (task, length, policy), ks in sorted(by_cell.items()):
-        a = 100 * sum(shipped[k] for k in ks) / len(ks)
-        b = 100 * sum(candidate[k] for k in ks) / len(ks)
-        lines.append(f"| {task} | {length} | {policy} | {len(ks)} | {a:.1f} | {b:.1f} | {b - a:+.1f} |")
+    cell_percent = {cell: (100 * sum(shipped[k] for k in ks) / len(ks), 100 * sum(candidate[k] for k in ks) / len(ks))
+                    for cell, ks in sorted(by_cell.items())}
+    for (task, length, policy), (a, b) in cell_percent.items():
+        lines.append(f"| {task} | {length} | {policy} | {len(by_cell[(task, length, policy)])} | {a:.1f} | {b:.1f} | "
+                     f"{b - a:+.1f} |")
     diffs = [100 * (candidate[k] - shipped[k]) for k in keys]
     n = len(diffs)
     mean = sum(diffs) / n
@@ -120,7 +120,7 @@ def main():
     lines.append(f"Verdict: **{verdict}** — paired difference {mean:+.1f} ± {se:.1f} points (mean ± standard error "
                  f"over {n} samples; {better} better, {worse} worse, {n - better - worse} equal; margin "
                  f"{args.margin:g} points at two standard errors).")
-    lines += quality_bar_lines(shipped, candidate, by_cell)
+    lines += quality_bar_lines(cell_percent)
     text = "\n".join(lines)
     print(text)
     if args.out:
