@@ -14,10 +14,10 @@ read-only reduction (torch.sum over 4 GiB) in the same process. Writes JSON (--j
 Each shape's output is checked once against the math backend (fp32) on a small batch.
 """
 import argparse
-import time
 import json
 import math
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
