@@ -12,7 +12,7 @@
 # Needs TRAIN_DATA/natural and TRAIN_DATA/eval (default TRAIN_DATA=train/data: scripts/make_train_data.py --natural
 # --eval) in the tree. TRAIN_TINY (passed on to train_chunk_gpu.sh) and SHIP_TEST replace the two scripts run (tests).
 # Before the call, OUT_DIR/rest.tar.xz unpacks to: CHUNK.log (training console), training_log.csv and
-# eval_log.csv (docs/model's logs with the chunk's rows), ship/ (ship_test.sh's output, compare.md in it).
+# eval_log.csv (train_tiny.py's logs: docs/model's history + the chunk's rows), ship/ (ship_test.sh's output, compare.md in it).
 # Tested by tests/scripts/test_train_ship_call.sh (stand-in trainer and CLI, no GPU).
 set -uo pipefail
 tarball=${1:?CLI_TARBALL}
@@ -46,7 +46,7 @@ train_status=$?
 candidate=$work/train/$chunk
 mkdir -p "$work/rest"
 cp "$work/train/$chunk.log" "$work/rest/" 2>/dev/null
-cp "$here/docs/model/training_log.csv" "$here/docs/model/eval_log.csv" "$work/rest/" 2>/dev/null
+cp "$candidate/training_log.csv" "$candidate/eval_log.csv" "$work/rest/" 2>/dev/null  # history + the chunk's rows
 ship_status=skipped
 if [[ $train_status -eq 0 && -f "$candidate/model.safetensors.index.json" ]]; then
   for f in tokenizer.json tokenizer_config.json generation_config.json kascade_calibration.json; do

@@ -23,7 +23,8 @@ if "--exit" in args:
     sys.exit(int(args[args.index("--exit") + 1]))
 out = pathlib.Path(args[args.index("--out") + 1])
 out.mkdir(parents=True)
-for name in ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json"]:
+for name in ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json",
+             "training_log.csv", "eval_log.csv"]:
     (out / name).write_text(name)
 PY
 cat >"$work/ship.sh" <<'SH'
@@ -55,7 +56,7 @@ for f in model-00001-of-00002.safetensors model-00002-of-00002.safetensors model
   [[ -f "$work/out/$f" ]] || fail "no $f in OUT"
 done
 tar tJf "$work/out/rest.tar.xz" >"$work/list"
-grep -q "c99-test.log" "$work/list" && grep -q "ship/compare.md" "$work/list" && grep -q "call.log" "$work/list" \
+grep -q "c99-test.log" "$work/list" && grep -q "training_log.csv" "$work/list" && grep -q "ship/compare.md" "$work/list" && grep -q "call.log" "$work/list" \
   || fail "rest.tar.xz holds: $(cat "$work/list")"
 grep -q "training exited with 0, ship test 0" "$work/log" || fail "no summary line"
 
