@@ -43,9 +43,9 @@ struct Timer {
     BENCH_CHECK(cudaEventCreate(&stop));
   }
   // Warm-up before the timed replays: at least 2 replays and at least this many milliseconds of them
-  // (--warmup-ms). With a count of 2 alone, the first op of a cell read slow twice (dense at B = 8, 128K:
-  // 1.20x cuDNN, its own split variants 1.02x; docs/perf.md, 2026-12-07); suspected, not yet shown: a GPU
-  // still ramping its clocks after the cell's host-side setup.
+  // (--warmup-ms). With a count of 2 alone (--warmup-ms 0), the first op of a cell reads slow: dense at B = 8,
+  // 128K was 1.19-1.20x cuDNN with 0 ms and 1.011-1.012x with 50 ms, two runs each in turns on an H100
+  // (docs/perf.md, "the warm-up check", 2026-12-07): the GPU still ramps its clocks after the cell's setup.
   double warmup_ms = 50.0;
   // Median (and min) microseconds of `reps` replays, each after an L2 flush.
   std::pair<double, double> time_graph(cudaGraphExec_t exec, int reps) {
