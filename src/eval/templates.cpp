@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/rng.h"
 #include "eval/vocab.h"
 
 namespace kascade::eval {
@@ -578,17 +579,39 @@ std::string compose_relation(std::string_view modifier, std::string_view noun) {
   return modifier.empty() ? std::string(noun) : std::string(modifier) + " " + std::string(noun);
 }
 
+// The train split's noise: sentences composed from a small grammar (one of 32 subjects, one of 32 predicates),
+// 4,096 of them in a fixed pseudo-random order, so that a model learns to skip filler of any kind. Until 2026-12-07
+// it was one cycle of 30 sentences, and kascade-tiny learnt to skip exactly those: c24's vt on dev prompts at 4K
+// went 10 -> 32.5 % with the dev filler swapped for that cycle (docs/model.md, scripts/vt_wording_probe.py). No
+// word of the dev or eval noise (road, night, river, day, grass, sky, sun, ...) is used.
+std::string compose_train_noise() {
+  static constexpr std::array<std::string_view, 32> kSubjects = {
+      "The hill", "The wind", "A star", "The lake", "A bird", "The bread", "A bell", "The clock", "A leaf", "The path",
+      "The snow", "The fire", "A dog", "The moon", "The rain", "The door", "The fog", "The tea", "A wave", "The candle",
+      "A cart", "The bridge", "The smoke", "The garden", "The frost", "The market", "The mill", "An old cat",
+      "A small boat", "The tower", "A kettle", "The orchard"};
+  static constexpr std::array<std::string_view, 32> kPredicates = {
+      "is quiet", "turns slowly", "waits by the gate", "grows cold", "drifts upward", "rests in the shade",
+      "rings twice", "sleeps", "moves on", "falls softly", "bends left", "shines at dusk", "crackles", "stays still",
+      "rolls by", "creaks open", "hums a little", "looks old", "glows warm", "fades at noon", "stands alone",
+      "sways gently", "is wet again", "keeps its place", "leans to one side", "smells of pine", "hides from view",
+      "comes back later", "goes nowhere", "feels heavy", "is bright", "seems far away"};
+  DetRng rng(0x6e6f697365ULL);  // "noise"
+  std::string out;
+  for (int i = 0; i < 4096; ++i) {
+    if (i > 0) out.push_back(' ');
+    out.append(kSubjects[rng.below(kSubjects.size())]).append(" ").append(kPredicates[rng.below(kPredicates.size())]);
+    out.push_back('.');
+  }
+  return out;
+}
+
 std::string_view noise_sentences(Split split) {
   switch (split) {
-    // Train: a longer, varied cycle, so that a model learns to skip filler of any kind rather than one
-    // five-sentence loop (the eval loop is new to it either way).
-    case Split::kTrain:
-      return "The hills are quiet. The wind is cold. The stars are bright. Time moves on. Again and again it turns. "
-             "The lake lies still. Birds fly south. The bread is warm. A bell rings far away. The clock ticks. "
-             "Leaves fall softly. The path bends left. Snow covers the field. The fire crackles. A dog barks twice. "
-             "The moon rises late. Rain taps the glass. The door creaks open. Fog rolls in. The tea grows cold. "
-             "Waves reach the shore. The candle flickers. A cart rolls by. The bridge is old. Smoke drifts upward. "
-             "The garden sleeps. Frost paints the window. The market is busy. Night comes early. The mill turns slowly.";
+    case Split::kTrain: {
+      static const std::string train = compose_train_noise();
+      return train;
+    }
     case Split::kDev: return "The road is long. The night is calm. The river runs deep. On we walk. Slowly the day fades.";
     case Split::kEval: return "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
   }

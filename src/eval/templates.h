@@ -144,7 +144,8 @@ struct HopRelationWords {
 };
 const HopRelationWords& hop_train_relation_words();
 
-// The repeated noise sentences of the split (eval: RULER's "The grass is green. ...").
+// The noise sentences of the split, repeated as a haystack (eval: RULER's "The grass is green. ..."; train: 4,096
+// sentences of a small grammar, so that no one cycle of filler can be learnt).
 std::string_view noise_sentences(Split split);
 
 // The word fwe uses as its top-ranked noise (the dots every fwe template tells the model to ignore).
