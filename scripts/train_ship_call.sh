@@ -2,15 +2,16 @@
 # scripts/train_ship_call.sh — one device call of kascade-tiny's training (docs/model.md "Exact commands",
 # chunks c24 onwards): a training chunk warm-started from models/kascade-tiny with samples generated while it
 # trains (scripts/train_chunk_gpu.sh), then its ship test on the GPU against the shipped checkpoint's saved dev
-# results (scripts/ship_test.sh: 12 tasks × 4K / 8K / 16K, 32 samples a cell), packed for the run tool, which
-# returns at most eight files: the candidate's shards and index in OUT_DIR, everything else in OUT_DIR/rest.tar.xz.
+# results (scripts/ship_test.sh, on the saved results' own tasks, lengths and samples: 12 tasks × 4K / 8K / 16K,
+# 32 a cell), packed for the run tool, which returns at most eight files: the candidate's shards and index in
+# OUT_DIR, everything else in OUT_DIR/rest.tar.xz.
 #   scripts/train_ship_call.sh CLI_TARBALL OUT_DIR CHUNK SEED [train_tiny.py options...]
 # The chunk runs with c24's arguments (C24_ARGS below); the options given after SEED follow them, so an option
 # given again replaces c24's value (argparse keeps the last), e.g. `--lr 1e-4` or c27's `--extra-tasks ...`.
 # Environment: TOTAL (seconds of the whole call, default 585; it must not exceed the run's limit, which is less than
 # timeout_s when the session has less device time left), SHIP_SECONDS (kept after training for the ship test and the
 # packing, default 190: the ship test took 135 s (c29) and more than 150 s (c30, cut off) on an H100),
-# SHIP_BASELINE (default docs/model/ship_baseline), SHIP_SAMPLES (32).
+# SHIP_BASELINE (default docs/model/ship_baseline: the saved ship-test results of the shipped checkpoint).
 # Needs TRAIN_DATA/natural and TRAIN_DATA/eval (default TRAIN_DATA=train/data: scripts/make_train_data.py --natural
 # --eval) in the tree. TRAIN_TINY (passed on to train_chunk_gpu.sh) and SHIP_TEST replace the two scripts run (tests).
 # Before the call, OUT_DIR/rest.tar.xz unpacks to: CHUNK.log (training console), training_log.csv and
@@ -56,9 +57,8 @@ if [[ $train_status -eq 0 && -f "$candidate/model.safetensors.index.json" ]]; th
   done
   kascade_dir=$work/cli
   "$here/scripts/unpack_cli.sh" "$tarball" "$kascade_dir" >>"$work/rest/ship.log" 2>&1
-  SAMPLES=${SHIP_SAMPLES:-32} LENGTHS=4k,8k,16k \
-    TASKS=niah_single_1,niah_single_2,niah_single_3,niah_multikey_1,niah_multikey_2,niah_multikey_3,niah_multivalue,niah_multiquery,kv_retrieval,vt,multihop_qa,cwe \
-    timeout -k 5 $((total - ($(date +%s) - start) - 15)) \
+  unset TASKS LENGTHS SAMPLES  # the saved baseline's own (ship_test.sh)
+  timeout -k 5 $((total - ($(date +%s) - start) - 15)) \
     "${SHIP_TEST:-$here/scripts/ship_test.sh}" "$kascade_dir/kascade" "$baseline" "$candidate" "$work/rest/ship" --device cuda --no-progress \
     >>"$work/rest/ship.log" 2>&1
   ship_status=$?

@@ -13,6 +13,7 @@ hold no statement or filler sentence to rewrite (the task's templates changed). 
 tests/scripts/test_vt_wording_probe.sh (the rewrites on a hand-made prompt; one sample end to end).
 """
 import argparse
+import itertools
 import json
 import re
 import subprocess
@@ -32,7 +33,7 @@ def filler_sentences(prompt: str) -> list[str]:
 
 def swap_haystack(prompt: str, train_filler: list[str]) -> str:
     """Every dev filler sentence replaced by the next train filler sentence (cycling)."""
-    count = iter(range(10**9))
+    count = itertools.count()
     pattern = "|".join(re.escape(s) for s in DEV_FILLER)
     return re.sub(pattern, lambda _: train_filler[next(count) % len(train_filler)], prompt)
 

@@ -2,7 +2,8 @@
 # tests/scripts/test_ship_test.sh — scripts/ship_test.sh end to end on the CPU with the shipped
 # kascade-tiny as both checkpoints (one task, 1K, one sample): both evals run on the same samples,
 # compare.md holds the table, and the verdict of a checkpoint against itself is "not separable"; then the
-# shipped side from those saved results (not evaluated again), and saved results of other samples refused.
+# shipped side from those saved results (not evaluated again), with their own tasks / lengths / samples when none
+# are given, and saved results of other samples refused.
 #   tests/scripts/test_ship_test.sh KASCADE_BINARY
 set -euo pipefail
 bin=${1:?KASCADE_BINARY}
@@ -27,6 +28,11 @@ grep -q "shipped = the saved results in $out/run/shipped" "$out/log" || fail "th
 [[ ! -e "$out/saved/shipped" ]] || fail "the shipped checkpoint was evaluated again"
 grep -q "Verdict: \*\*not separable\*\* — paired difference +0.0 ± 0.0" "$out/saved/compare.md" ||
   fail "a checkpoint against its own saved results"
+# Without TASKS / LENGTHS / SAMPLES the saved results' own are used (one task at 1K, one sample), not the defaults.
+OMP_WAIT_POLICY=PASSIVE "$here/scripts/ship_test.sh" "$bin" "$out/run/shipped" "$here/models/kascade-tiny" "$out/own" \
+  --no-progress >"$out/log" 2>&1 || fail "ship_test.sh on the saved results' own samples exited non-zero"
+grep -q "| niah_single_1 | 1024 | dense | 1 |" "$out/own/compare.md" || fail "the saved results' tasks, lengths, samples"
+[[ $(wc -l <"$out/own/candidate/samples.jsonl") -eq 1 ]] || fail "the candidate was not evaluated on the saved samples alone"
 # Saved results of other samples (another seed) are refused.
 OMP_WAIT_POLICY=PASSIVE TASKS=niah_single_1 LENGTHS=1k SAMPLES=1 "$here/scripts/ship_test.sh" "$bin" \
   "$out/run/shipped" "$here/models/kascade-tiny" "$out/seeded" --no-progress --seed 5 >"$out/log" 2>&1 &&
