@@ -579,11 +579,15 @@ std::string compose_relation(std::string_view modifier, std::string_view noun) {
   return modifier.empty() ? std::string(noun) : std::string(modifier) + " " + std::string(noun);
 }
 
-// The train split's noise: sentences composed from a small grammar (one of 32 subjects, one of 32 predicates),
-// 4,096 of them in a fixed pseudo-random order, so that a model learns to skip filler of any kind. Until 2026-12-07
-// it was one cycle of 30 sentences, and kascade-tiny learnt to skip exactly those: c24's vt on dev prompts at 4K
-// went 10 -> 32.5 % with the dev filler swapped for that cycle (docs/model.md, scripts/vt_wording_probe.py). No
-// word of the dev or eval noise (road, night, river, day, grass, sky, sun, ...) is used.
+// The train split's noise: sentences composed from a small grammar (one of 32 subjects, one of 32 predicates), in
+// 128 runs. Three runs in four repeat a short cycle of 3-8 sentences of the grammar (drawn per run) 150-1,650
+// times over, the fourth kind is the grammar's sentences in pseudo-random order, so that a model learns to skip
+// filler of any kind, repeated or not. The dev and eval noise are 5-sentence cycles repeated; history
+// (docs/model.md, scripts/vt_wording_probe.py): until 2026-12-07 the train noise was one cycle of 30 sentences and
+// kascade-tiny learnt to skip exactly those (c24's vt on dev prompts at 4K went 10 -> 32.5 % with the dev filler
+// swapped for that cycle); with 4,096 unrepeated grammar sentences (c30) the dev vt stayed at 10 % and the answers
+// were still copies of the dev cycle's words. No word of the dev or eval noise (road, night, river, day, grass, sky,
+// sun, ...) is used.
 std::string compose_train_noise() {
   static constexpr std::array<std::string_view, 32> kSubjects = {
       "The hill", "The wind", "A star", "The lake", "A bird", "The bread", "A bell", "The clock", "A leaf", "The path",
@@ -596,12 +600,25 @@ std::string compose_train_noise() {
       "rolls by", "creaks open", "hums a little", "looks old", "glows warm", "fades at noon", "stands alone",
       "sways gently", "is wet again", "keeps its place", "leans to one side", "smells of pine", "hides from view",
       "comes back later", "goes nowhere", "feels heavy", "is bright", "seems far away"};
+  constexpr int kRuns = 128, kMinCycle = 3, kMaxCycle = 8, kMinSentences = 150, kMaxSentences = 1650;
   DetRng rng(0x6e6f697365ULL);  // "noise"
+  auto sentence = [&] {
+    return std::string(kSubjects[rng.below(kSubjects.size())]) + " " +
+           std::string(kPredicates[rng.below(kPredicates.size())]) + ".";
+  };
   std::string out;
-  for (int i = 0; i < 4096; ++i) {
-    if (i > 0) out.push_back(' ');
-    out.append(kSubjects[rng.below(kSubjects.size())]).append(" ").append(kPredicates[rng.below(kPredicates.size())]);
-    out.push_back('.');
+  for (int run = 0; run < kRuns; ++run) {
+    const bool repeated = rng.below(4) != 0;
+    std::vector<std::string> cycle;
+    if (repeated) {
+      const int length = kMinCycle + static_cast<int>(rng.below(kMaxCycle - kMinCycle + 1));
+      while (static_cast<int>(cycle.size()) < length) cycle.push_back(sentence());
+    }
+    const int count = kMinSentences + static_cast<int>(rng.below(kMaxSentences - kMinSentences + 1));
+    for (int i = 0; i < count; ++i) {
+      if (!out.empty()) out.push_back(' ');
+      out.append(repeated ? cycle[static_cast<size_t>(i) % cycle.size()] : sentence());
+    }
   }
   return out;
 }

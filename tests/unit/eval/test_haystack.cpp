@@ -1,10 +1,13 @@
 // tests/unit/eval/test_haystack.cpp — context rendering: needles at the boundary nearest their
 // depth (checked by brute force over all boundaries), exact offsets, stable order at one
-// boundary; the sentence-end rule on hand-written words; the word streams (noise cycles, the
+// boundary; the sentence-end rule on hand-written words; the word streams (noise cycles, the train noise's runs, the
 // natural text starts sentences where a sentence ended).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "eval/haystack.h"
 #include "testing/harness.h"
@@ -112,6 +115,49 @@ TEST(EvalHaystack, NoiseStreamCycles) {
   EXPECT_TRUE(s.sentence_end(0, 18));
   EXPECT_FALSE(s.paragraph_end(0, 18));
   EXPECT_TRUE(s.source_contains("sky is blue"));
+}
+
+// The train noise mixes runs of a short repeated cycle (like the dev and eval noise, 5 sentences
+// repeated) with unrepeated runs: windows of 60 sentences are found of both kinds, with every cycle
+// length 3..8 among the repeated ones, and the runs differ from each other.
+TEST(EvalHaystack, TrainNoiseMixesRepeatedCyclesAndUnrepeatedRuns) {
+  const WordStream& s = WordStream::get(Split::kTrain, HaystackKind::kNoise);
+  std::vector<std::string> sentences(1);
+  for (int64_t i = 0; i < s.period(); ++i) {
+    if (!sentences.back().empty()) sentences.back().push_back(' ');
+    sentences.back().append(s.word(0, i));
+    if (s.sentence_end(0, i)) sentences.emplace_back();
+  }
+  sentences.pop_back();
+  ASSERT_GT(sentences.size(), 20000u);
+  // The smallest period <= 8 of sentences [b, b + 60), or 0 for none.
+  auto window_period = [&](size_t b) {
+    for (size_t p = 1; p <= 8; ++p) {
+      bool periodic = true;
+      for (size_t i = b + p; periodic && i < b + 60; ++i) periodic = sentences[i] == sentences[i - p];
+      if (periodic) return static_cast<int>(p);
+    }
+    return 0;
+  };
+  std::set<int> periods;
+  std::set<std::string> cycle_openings;
+  int unrepeated = 0;
+  for (size_t b = 0; b + 60 < sentences.size(); b += 500) {
+    const int p = window_period(b);
+    if (p == 0) {
+      ++unrepeated;
+    } else {
+      periods.insert(p);
+      cycle_openings.insert(sentences[b]);
+    }
+  }
+  for (int p = 3; p <= 8; ++p) EXPECT_TRUE(periods.count(p)) << "no repeated run of period " << p;
+  EXPECT_EQ(*periods.begin(), 3);  // a cycle of 1 or 2 sentences would not read like the dev noise
+  EXPECT_GT(unrepeated, 5);
+  EXPECT_GT(cycle_openings.size(), 30u);
+  // No sentence of the dev or eval noise.
+  EXPECT_FALSE(s.source_contains("The road is long."));
+  EXPECT_FALSE(s.source_contains("The sky is blue."));
 }
 
 TEST(EvalHaystack, NaturalStreamStartsAtSentences) {
