@@ -14,6 +14,7 @@
 
 #include "eval/rng.h"
 #include "eval/vocab.h"
+#include "eval/word_stream.h"
 
 namespace kascade::eval {
 
@@ -579,15 +580,51 @@ std::string compose_relation(std::string_view modifier, std::string_view noun) {
   return modifier.empty() ? std::string(noun) : std::string(modifier) + " " + std::string(noun);
 }
 
-// The train split's noise: sentences composed from a small grammar (one of 32 subjects, one of 32 predicates), in
-// 128 runs. Three runs in four repeat a short cycle of 3-8 sentences of the grammar (drawn per run) 150-1,650
-// times over, the fourth kind is the grammar's sentences in pseudo-random order, so that a model learns to skip
-// filler of any kind, repeated or not. The dev and eval noise are 5-sentence cycles repeated; history
-// (docs/model.md, scripts/vt_wording_probe.py): until 2026-12-07 the train noise was one cycle of 30 sentences and
-// kascade-tiny learnt to skip exactly those (c24's vt on dev prompts at 4K went 10 -> 32.5 % with the dev filler
-// swapped for that cycle); with 4,096 unrepeated grammar sentences (c30) the dev vt stayed at 10 % and the answers
-// were still copies of the dev cycle's words. No word of the dev or eval noise (road, night, river, day, grass, sky,
-// sun, ...) is used.
+namespace {
+// Sentences of the train book that can serve as noise: 4-14 words of letters (with , ; ' - and one closing
+// period), none with two capitals in a row (vt's variables are five capitals; the book's emphasised "WOULD"
+// would read as one), no quotes or digits. In book order.
+std::vector<std::string> train_book_noise_sentences() {
+  const WordStream& book = WordStream::get(Split::kTrain, HaystackKind::kNatural);
+  std::vector<std::string> out;
+  std::string sentence;
+  int words = 0;
+  bool usable = true;
+  for (int64_t i = 0; i < book.period(); ++i) {
+    const std::string_view w = book.word(0, i);
+    const bool last = book.sentence_end(0, i);
+    for (size_t c = 0; c < w.size() && usable; ++c) {
+      const unsigned char ch = static_cast<unsigned char>(w[c]);
+      const bool letter = std::isalpha(ch) != 0;
+      const bool closing = last && c + 1 == w.size() && ch == '.';
+      usable = letter || closing || ch == ',' || ch == ';' || ch == '\'' || ch == '-';
+      if (usable && c > 0 && std::isupper(ch) && std::isupper(static_cast<unsigned char>(w[c - 1]))) usable = false;
+    }
+    if (!sentence.empty()) sentence.push_back(' ');
+    sentence.append(w);
+    ++words;
+    if (last) {
+      if (usable && words >= 4 && words <= 14 && sentence.back() == '.') out.push_back(sentence);
+      sentence.clear();
+      words = 0;
+      usable = true;
+    }
+  }
+  return out;
+}
+}  // namespace
+
+// The train split's noise, in 128 runs of 150-1,650 sentences. Half the runs repeat a cycle of 3-8 sentences of the
+// train book (drawn per run), a quarter a cycle of 3-8 sentences of a small grammar (one of 32 subjects, one of 32
+// predicates), a quarter are the grammar's sentences unrepeated: the dev and eval noise are 5-sentence cycles of
+// plain sentences repeated ("The road is long. ... On we walk. Slowly the day fades."), and a model must learn to
+// skip filler of any wording, repeated or not. History (docs/model.md, scripts/vt_wording_probe.py): until
+// 2026-12-07 the train noise was one cycle of 30 grammar-like sentences, and kascade-tiny learnt to skip exactly
+// those (c24's vt on dev prompts at 4K: 10 %, 32.5 % with the dev filler swapped for that cycle); with 4,096
+// unrepeated grammar sentences (c30) dev vt stayed at 10 %, its answers copies of the dev cycle's "Slowly" —
+// sentences opening with a capitalised word other than The / A / An, which the grammar never has. No word of the
+// dev or eval noise (road, night, river, day, grass, sky, sun, ...) is in the grammar; the train book is disjoint
+// from the other splits' books (tests/unit/eval/test_splits.cpp).
 std::string compose_train_noise() {
   static constexpr std::array<std::string_view, 32> kSubjects = {
       "The hill", "The wind", "A star", "The lake", "A bird", "The bread", "A bell", "The clock", "A leaf", "The path",
@@ -601,23 +638,29 @@ std::string compose_train_noise() {
       "sways gently", "is wet again", "keeps its place", "leans to one side", "smells of pine", "hides from view",
       "comes back later", "goes nowhere", "feels heavy", "is bright", "seems far away"};
   constexpr int kRuns = 128, kMinCycle = 3, kMaxCycle = 8, kMinSentences = 150, kMaxSentences = 1650;
+  const std::vector<std::string> book = train_book_noise_sentences();
   DetRng rng(0x6e6f697365ULL);  // "noise"
-  auto sentence = [&] {
+  auto grammar_sentence = [&] {
     return std::string(kSubjects[rng.below(kSubjects.size())]) + " " +
            std::string(kPredicates[rng.below(kPredicates.size())]) + ".";
   };
+  enum class Run { kBookCycle, kGrammarCycle, kGrammar };
   std::string out;
-  for (int run = 0; run < kRuns; ++run) {
-    const bool repeated = rng.below(4) != 0;
+  for (int r = 0; r < kRuns; ++r) {
+    const uint64_t draw = rng.below(4);
+    const Run run = draw < 2 || book.empty() ? (book.empty() ? Run::kGrammarCycle : Run::kBookCycle)
+                                             : (draw == 2 ? Run::kGrammarCycle : Run::kGrammar);
     std::vector<std::string> cycle;
-    if (repeated) {
+    if (run != Run::kGrammar) {
       const int length = kMinCycle + static_cast<int>(rng.below(kMaxCycle - kMinCycle + 1));
-      while (static_cast<int>(cycle.size()) < length) cycle.push_back(sentence());
+      while (static_cast<int>(cycle.size()) < length) {
+        cycle.push_back(run == Run::kBookCycle ? book[rng.below(book.size())] : grammar_sentence());
+      }
     }
     const int count = kMinSentences + static_cast<int>(rng.below(kMaxSentences - kMinSentences + 1));
     for (int i = 0; i < count; ++i) {
       if (!out.empty()) out.push_back(' ');
-      out.append(repeated ? cycle[static_cast<size_t>(i) % cycle.size()] : sentence());
+      out.append(run == Run::kGrammar ? grammar_sentence() : cycle[static_cast<size_t>(i) % cycle.size()]);
     }
   }
   return out;

@@ -67,13 +67,18 @@ WordStream::WordStream(std::string_view source, bool paragraphs_are_lines) : sou
 }
 
 const WordStream& WordStream::get(Split split, HaystackKind kind) {
-  static const std::array<WordStream, 3> natural = {WordStream(kAustenTrain, true), WordStream(kAustenDev, true),
-                                                    WordStream(kAustenEval, true)};
+  const size_t s = split == Split::kTrain ? 0 : (split == Split::kDev ? 1 : 2);
+  if (kind == HaystackKind::kNatural) {
+    // Apart from the noise streams: the train noise is built from the train book's sentences
+    // (templates.cpp, compose_train_noise), so it asks for this stream while its own is being made.
+    static const std::array<WordStream, 3> natural = {WordStream(kAustenTrain, true), WordStream(kAustenDev, true),
+                                                      WordStream(kAustenEval, true)};
+    return natural[s];
+  }
   static const std::array<WordStream, 3> noise = {WordStream(noise_sentences(Split::kTrain), false),
                                                   WordStream(noise_sentences(Split::kDev), false),
                                                   WordStream(noise_sentences(Split::kEval), false)};
-  const size_t s = split == Split::kTrain ? 0 : (split == Split::kDev ? 1 : 2);
-  return kind == HaystackKind::kNatural ? natural[s] : noise[s];
+  return noise[s];
 }
 
 bool WordStream::source_contains(std::string_view s) const { return source_.find(s) != std::string_view::npos; }

@@ -4,6 +4,7 @@
 // natural text starts sentences where a sentence ended).
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <set>
 #include <string>
@@ -119,7 +120,9 @@ TEST(EvalHaystack, NoiseStreamCycles) {
 
 // The train noise mixes runs of a short repeated cycle (like the dev and eval noise, 5 sentences
 // repeated) with unrepeated runs: windows of 60 sentences are found of both kinds, with every cycle
-// length 3..8 among the repeated ones, and the runs differ from each other.
+// length 3..8 among the repeated ones, the runs differ from each other, some cycles are the train
+// book's sentences (openings other than the grammar's The / A / An), and no word holds two capitals
+// in a row (vt's variables are five capitals).
 TEST(EvalHaystack, TrainNoiseMixesRepeatedCyclesAndUnrepeatedRuns) {
   const WordStream& s = WordStream::get(Split::kTrain, HaystackKind::kNoise);
   std::vector<std::string> sentences(1);
@@ -139,8 +142,13 @@ TEST(EvalHaystack, TrainNoiseMixesRepeatedCyclesAndUnrepeatedRuns) {
     }
     return 0;
   };
+  for (int64_t i = 0; i < s.period(); ++i) {
+    const std::string_view w = s.word(0, i);
+    for (size_t c = 1; c < w.size(); ++c) ASSERT_FALSE(std::isupper(w[c - 1]) && std::isupper(w[c])) << w;
+  }
   std::set<int> periods;
   std::set<std::string> cycle_openings;
+  int book_cycles = 0;
   int unrepeated = 0;
   for (size_t b = 0; b + 60 < sentences.size(); b += 500) {
     const int p = window_period(b);
@@ -149,12 +157,15 @@ TEST(EvalHaystack, TrainNoiseMixesRepeatedCyclesAndUnrepeatedRuns) {
     } else {
       periods.insert(p);
       cycle_openings.insert(sentences[b]);
+      const std::string first = sentences[b].substr(0, sentences[b].find(' '));
+      book_cycles += first != "The" && first != "A" && first != "An";
     }
   }
   for (int p = 3; p <= 8; ++p) EXPECT_TRUE(periods.count(p)) << "no repeated run of period " << p;
   EXPECT_EQ(*periods.begin(), 3);  // a cycle of 1 or 2 sentences would not read like the dev noise
   EXPECT_GT(unrepeated, 5);
   EXPECT_GT(cycle_openings.size(), 30u);
+  EXPECT_GT(book_cycles, 5);
   // No sentence of the dev or eval noise.
   EXPECT_FALSE(s.source_contains("The road is long."));
   EXPECT_FALSE(s.source_contains("The sky is blue."));

@@ -813,7 +813,8 @@ TEST(EvalTasks, NeedlesOccurOnceAtTheirRecordedDepth) {
                                         : task != "niah_single_1" && task != "vt" && task != "kv_retrieval" &&
                                               task != "niah_multikey_2" && task != "niah_multikey_3";
         const bool noise_words = task == "vt" || task == "niah_single_1" || train_only;
-        const double slack = (natural ? 90.0 : noise_words ? 3.0 : 0.5) / static_cast<double>(s.haystack_units);
+        // Needles sit at sentence ends: half a sentence of slack (the train noise's book sentences have <= 14 words).
+        const double slack = (natural ? 90.0 : noise_words ? 7.0 : 0.5) / static_cast<double>(s.haystack_units);
         for (size_t n = 0; n < s.needles.size(); ++n) {
           const auto& p = s.needles[n];
           EXPECT_EQ(count_occurrences(s.prompt, p.text), 1u) << task << ": " << p.text;
@@ -846,7 +847,7 @@ TEST(EvalTasks, RequestedDepthPlacesTheFirstAskedRecordOfTrainOnlyTasks) {
       ASSERT_FALSE(s.needles.empty());
       EXPECT_TRUE(s.needles[0].queried) << task;
       EXPECT_DOUBLE_EQ(s.needles[0].requested_depth, depth);
-      const double slack = (s.params.at("natural") == 1 ? 90.0 : 3.0) / static_cast<double>(s.haystack_units);
+      const double slack = (s.params.at("natural") == 1 ? 90.0 : 7.0) / static_cast<double>(s.haystack_units);
       EXPECT_LE(std::abs(s.needles[0].depth - depth), slack) << task << " " << depth;
       EXPECT_TRUE(check_answers(s)) << task << " " << depth;
     }
