@@ -144,8 +144,9 @@ struct HopRelationWords {
 };
 const HopRelationWords& hop_train_relation_words();
 
-// The noise sentences of the split, repeated as a haystack (eval: RULER's "The grass is green. ..."; train: 4,096
-// sentences of a small grammar, so that no one cycle of filler can be learnt).
+// The noise sentences of the split, repeated as a haystack (eval: RULER's "The grass is green. ..."; dev: another
+// 5-sentence cycle; train: 128 runs of short cycles of train-book or grammar sentences repeated, and of unrepeated
+// grammar sentences, so that no one kind of filler can be learnt: compose_train_noise in templates.cpp).
 std::string_view noise_sentences(Split split);
 
 // The word fwe uses as its top-ranked noise (the dots every fwe template tells the model to ignore).
