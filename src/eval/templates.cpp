@@ -9,6 +9,7 @@
 #include <cctype>
 #include <span>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -639,6 +640,7 @@ std::string compose_train_noise() {
       "comes back later", "goes nowhere", "feels heavy", "is bright", "seems far away"};
   constexpr int kRuns = 128, kMinCycle = 3, kMaxCycle = 8, kMinSentences = 150, kMaxSentences = 1650;
   const std::vector<std::string> book = train_book_noise_sentences();
+  if (book.empty()) throw std::logic_error("compose_train_noise: the train book has no sentence usable as noise");
   DetRng rng(0x6e6f697365ULL);  // "noise"
   auto grammar_sentence = [&] {
     return std::string(kSubjects[rng.below(kSubjects.size())]) + " " +
@@ -648,8 +650,7 @@ std::string compose_train_noise() {
   std::string out;
   for (int r = 0; r < kRuns; ++r) {
     const uint64_t draw = rng.below(4);
-    const Run run = draw < 2 || book.empty() ? (book.empty() ? Run::kGrammarCycle : Run::kBookCycle)
-                                             : (draw == 2 ? Run::kGrammarCycle : Run::kGrammar);
+    const Run run = draw < 2 ? Run::kBookCycle : (draw == 2 ? Run::kGrammarCycle : Run::kGrammar);
     std::vector<std::string> cycle;
     if (run != Run::kGrammar) {
       const int length = kMinCycle + static_cast<int>(rng.below(kMaxCycle - kMinCycle + 1));
