@@ -75,8 +75,10 @@ print(f"{len(shards)} shards, tasks {sorted(tasks)}, {st.documents} samples, {st
 EOF
 
 # 3. --extra-tasks: the train-only tasks at lengths of their own, beside a main mix that never draws them
+# (vt weighted 30 so that the few main-mix shards of a 5 s run hold one whatever the machine's load: at weight 1 of
+# 12 tasks a loaded run could end without a vt shard, and the check below failed by chance)
 python3 "$here/scripts/stream_train_data.py" --out "$out/x" --kascade "$bin" --lengths 2k=1 \
-  --tasks vt=1,niah_single_1=0 --extra-tasks copy_strings@512:1k=0.4,hop_drill@512=0.3 --samples 2 --workers 2 \
+  --tasks vt=30,niah_single_1=0 --extra-tasks copy_strings@512:1k=0.4,hop_drill@512=0.3 --samples 2 --workers 2 \
   --seed-base 4000000 --max-seconds 5 --chat-fraction 0 >"$out/log" 2>&1 || fail "the producer with --extra-tasks exited non-zero"
 grep -q "0 workers failed" "$out/log" || fail "a worker failed with --extra-tasks"
 grep -q "copy_strings at \[512, 1024\] (40% of the tokens, 8/4 samples a shard)" "$out/log" || fail "the extra tasks' report line"
