@@ -585,31 +585,27 @@ namespace {
 // Sentences of the train book that can serve as noise: 4-14 words of letters (with , ; ' - and one closing
 // period), none with two capitals in a row (vt's variables are five capitals; the book's emphasised "WOULD"
 // would read as one), no quotes or digits. In book order.
+bool usable_as_noise(std::string_view sentence) {
+  if (sentence.empty() || sentence.back() != '.') return false;
+  int words = 1;
+  for (size_t c = 0; c + 1 < sentence.size(); ++c) {
+    const unsigned char ch = static_cast<unsigned char>(sentence[c]);
+    if (ch == ' ') {
+      if (sentence[c + 1] == ' ') return false;
+      ++words;
+    } else if (!std::isalpha(ch) && ch != ',' && ch != ';' && ch != '\'' && ch != '-') {
+      return false;
+    } else if (c > 0 && std::isupper(ch) && std::isupper(static_cast<unsigned char>(sentence[c - 1]))) {
+      return false;
+    }
+  }
+  return words >= 4 && words <= 14;
+}
 std::vector<std::string> train_book_noise_sentences() {
   const WordStream& book = WordStream::get(Split::kTrain, HaystackKind::kNatural);
   std::vector<std::string> out;
-  std::string sentence;
-  int words = 0;
-  bool usable = true;
-  for (int64_t i = 0; i < book.period(); ++i) {
-    const std::string_view w = book.word(0, i);
-    const bool last = book.sentence_end(0, i);
-    for (size_t c = 0; c < w.size() && usable; ++c) {
-      const unsigned char ch = static_cast<unsigned char>(w[c]);
-      const bool letter = std::isalpha(ch) != 0;
-      const bool closing = last && c + 1 == w.size() && ch == '.';
-      usable = letter || closing || ch == ',' || ch == ';' || ch == '\'' || ch == '-';
-      if (usable && c > 0 && std::isupper(ch) && std::isupper(static_cast<unsigned char>(w[c - 1]))) usable = false;
-    }
-    if (!sentence.empty()) sentence.push_back(' ');
-    sentence.append(w);
-    ++words;
-    if (last) {
-      if (usable && words >= 4 && words <= 14 && sentence.back() == '.') out.push_back(sentence);
-      sentence.clear();
-      words = 0;
-      usable = true;
-    }
+  for (size_t i = 0; i < book.sentence_count(); ++i) {
+    if (usable_as_noise(book.sentence(i))) out.emplace_back(book.sentence(i));
   }
   return out;
 }

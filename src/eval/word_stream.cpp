@@ -83,6 +83,14 @@ const WordStream& WordStream::get(Split split, HaystackKind kind) {
 
 bool WordStream::source_contains(std::string_view s) const { return source_.find(s) != std::string_view::npos; }
 
+std::string_view WordStream::sentence(size_t i) const {
+  // Word 0 starts a sentence (the last word ends one), so sentence i ends before the next start or at the end.
+  const size_t first = static_cast<size_t>(sentence_starts_[i]);
+  const size_t last = i + 1 < sentence_starts_.size() ? static_cast<size_t>(sentence_starts_[i + 1]) - 1 : words_.size() - 1;
+  const char* begin = words_[first].data();
+  return {begin, static_cast<size_t>(words_[last].data() + words_[last].size() - begin)};
+}
+
 int64_t WordStream::random_sentence_start(DetRng& rng) const {
   return sentence_starts_[static_cast<size_t>(rng.below(sentence_starts_.size()))];
 }

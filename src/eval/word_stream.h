@@ -30,6 +30,10 @@ class WordStream {
   bool source_contains(std::string_view s) const;
   // A uniformly random word index at which a sentence starts.
   int64_t random_sentence_start(DetRng& rng) const;
+  // The source's sentences in order: sentence(i) for 0 <= i < sentence_count() is the source text from the
+  // sentence's first word to its last (a paragraph end ends a sentence, so it holds no line break).
+  size_t sentence_count() const { return sentence_starts_.size(); }
+  std::string_view sentence(size_t i) const;
 
  private:
   WordStream(std::string_view source, bool paragraphs_are_lines);

@@ -116,6 +116,9 @@ TEST(EvalHaystack, NoiseStreamCycles) {
   EXPECT_TRUE(s.sentence_end(0, 18));
   EXPECT_FALSE(s.paragraph_end(0, 18));
   EXPECT_TRUE(s.source_contains("sky is blue"));
+  ASSERT_EQ(s.sentence_count(), 5u);
+  EXPECT_EQ(s.sentence(0), "The grass is green.");
+  EXPECT_EQ(s.sentence(4), "There and back again.");
 }
 
 // The train noise mixes runs of a short repeated cycle (like the dev and eval noise, 5 sentences
@@ -125,13 +128,8 @@ TEST(EvalHaystack, NoiseStreamCycles) {
 // in a row (vt's variables are five capitals).
 TEST(EvalHaystack, TrainNoiseMixesRepeatedCyclesAndUnrepeatedRuns) {
   const WordStream& s = WordStream::get(Split::kTrain, HaystackKind::kNoise);
-  std::vector<std::string> sentences(1);
-  for (int64_t i = 0; i < s.period(); ++i) {
-    if (!sentences.back().empty()) sentences.back().push_back(' ');
-    sentences.back().append(s.word(0, i));
-    if (s.sentence_end(0, i)) sentences.emplace_back();
-  }
-  sentences.pop_back();
+  std::vector<std::string_view> sentences;
+  for (size_t i = 0; i < s.sentence_count(); ++i) sentences.push_back(s.sentence(i));
   ASSERT_GT(sentences.size(), 20000u);
   // The smallest period <= 8 of sentences [b, b + 60), or 0 for none.
   auto window_period = [&](size_t b) {
@@ -147,7 +145,7 @@ TEST(EvalHaystack, TrainNoiseMixesRepeatedCyclesAndUnrepeatedRuns) {
     for (size_t c = 1; c < w.size(); ++c) ASSERT_FALSE(std::isupper(w[c - 1]) && std::isupper(w[c])) << w;
   }
   std::set<int> periods;
-  std::set<std::string> cycle_openings;
+  std::set<std::string_view> cycle_openings;
   int book_cycles = 0;
   int unrepeated = 0;
   for (size_t b = 0; b + 60 < sentences.size(); b += 500) {
@@ -157,7 +155,7 @@ TEST(EvalHaystack, TrainNoiseMixesRepeatedCyclesAndUnrepeatedRuns) {
     } else {
       periods.insert(p);
       cycle_openings.insert(sentences[b]);
-      const std::string first = sentences[b].substr(0, sentences[b].find(' '));
+      const std::string_view first = sentences[b].substr(0, sentences[b].find(' '));
       book_cycles += first != "The" && first != "A" && first != "An";
     }
   }
@@ -184,6 +182,21 @@ TEST(EvalHaystack, NaturalStreamStartsAtSentences) {
     }
     // The stream's last word closes a paragraph, so the wrap starts a new one.
     EXPECT_TRUE(s.paragraph_end(0, s.period() - 1));
+    // sentence(i) holds the words from one sentence start to the next sentence end, in order, and no line break.
+    size_t sentence = 0;
+    std::string words;
+    for (int64_t i = 0; i < s.period() && sentence < 300; ++i) {
+      if (!words.empty()) words.push_back(' ');
+      words.append(s.word(0, i));
+      if (!s.sentence_end(0, i)) continue;
+      std::string text(s.sentence(sentence));
+      EXPECT_EQ(text.find('\n'), std::string::npos) << text;
+      for (size_t d; (d = text.find("  ")) != std::string::npos;) text.erase(d, 1);
+      EXPECT_EQ(text, words) << split_name(split) << " sentence " << sentence;
+      ++sentence;
+      words.clear();
+    }
+    EXPECT_TRUE(s.sentence(s.sentence_count() - 1).ends_with(s.word(0, s.period() - 1)));  // the last one
   }
   EXPECT_TRUE(WordStream::get(Split::kEval, HaystackKind::kNatural).source_contains("Kellynch"));
   EXPECT_FALSE(WordStream::get(Split::kTrain, HaystackKind::kNatural).source_contains("Kellynch"));
