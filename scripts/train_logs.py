@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from compare_checkpoints import AGGREGATION_TASKS  # issue 4's aggregation group (cwe, fwe); the rest are retrieval
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -60,7 +62,6 @@ def write_log(history: Path, out_file: Path, fields: list[str], rows: list[dict]
     tmp.replace(out_file)
 
 
-AGGREGATION_TASKS = {"cwe", "fwe"}  # the rest are the issue's retrieval group (niah, kv, vt, multi-hop)
 
 
 def plot_logs(log_path: Path, eval_path: Path, png: Path) -> int:
