@@ -8,7 +8,7 @@
 # the file is there (otherwise anchors 0,2,6 with identity head maps), 10 % Top-k. It prints the
 # prefill progress, the answer, the expected answer, and the closing report (prefill and decode
 # tokens/s, fraction of keys attended by anchor and reuse layers).
-# Honest state (2026-12-06): the weights are a partly trained checkpoint (docs/model.md, chunk c24):
+# Honest state (2026-12-08): the weights are a partly trained checkpoint (docs/model.md, chunk c31):
 # good at needle and key-value retrieval up to 16K, not yet at variable tracking or multi-hop questions.
 # Without weights in the folder (e.g. a checkout without them) it falls back to --dummy-weights,
 # which only shows the pipeline working.
