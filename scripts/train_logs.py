@@ -62,8 +62,6 @@ def write_log(history: Path, out_file: Path, fields: list[str], rows: list[dict]
     tmp.replace(out_file)
 
 
-
-
 def plot_logs(log_path: Path, eval_path: Path, png: Path) -> int:
     """Loss curve, teacher-forced answer accuracy and evaluation scores against training tokens."""
     import matplotlib
