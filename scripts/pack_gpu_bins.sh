@@ -39,6 +39,8 @@ for l in libopenblas.so.0 libpcre2-8.so.0 libgomp.so.1 libgfortran.so.5 libquadm
   cp -L "/lib/x86_64-linux-gnu/$l" "$stage/lib/"
 done
 strip "$stage"/kascade*
+# The build's source folder: the CUDA tests read models/ and tests/data/ from it (scripts/ship_checks.sh links it).
+sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" >"$stage/source_dir" 2>/dev/null || true
 mkdir -p "$(dirname "$tarball")"
 XZ_OPT=-9 tar cJf "$tarball" -C "$stage" .
 echo "pack_gpu_bins.sh: wrote $tarball ($(du -h "$tarball" | cut -f1))"

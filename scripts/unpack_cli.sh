@@ -24,8 +24,11 @@ LD_LIBRARY_PATH="$cli/lib:\${LD_LIBRARY_PATH:-}" exec "$cli/kascade.bin" "\$@"
 WRAP
 chmod +x "$cli/kascade"
 mkdir -p "$cli/lib"
-if ldd_out=$(LD_LIBRARY_PATH="$cli/lib" ldd "$cli/kascade.bin" 2>/dev/null); then
-  for lib in $(awk '/=> not found/ {print $1}' <<<"$ldd_out"); do
+# The CLI's libraries, and those of the CUDA tests when the tarball holds them (scripts/ship_checks.sh).
+executables=("$cli/kascade.bin")
+[[ -x "$cli/kascade_cuda_tests" ]] && executables+=("$cli/kascade_cuda_tests")
+if ldd_out=$(LD_LIBRARY_PATH="$cli/lib" ldd "${executables[@]}" 2>/dev/null); then
+  for lib in $(awk '/=> not found/ {print $1}' <<<"$ldd_out" | sort -u); do
     for dir in ${CLI_LIB_DIRS:-/usr/local/cuda*/lib* /usr/local/cuda*/targets/*/lib /usr/local/lib/python3*/dist-packages/nvidia/*/lib /usr/lib/python3*/dist-packages/nvidia/*/lib}; do
       if [[ -e "$dir/$lib" ]]; then
         ln -s "$dir/$lib" "$cli/lib/$lib"

@@ -2,8 +2,8 @@
 // chains of `num_hops` hops in the noise haystack. Chain c: "VAR X0 = 12345." then "VAR Xj = VAR X(j-1)."
 // for j = 1..hops, in order at increasing depths; chain 0 is asked about ("Find all variables that are
 // assigned the value 12345"), the others are distractors with other values. Values have 5 digits (RULER).
-// Train statement styles with a {kw} or {op} placeholder draw it per sample from vt_train_keywords() /
-// vt_train_operators() (params keyword / operator: the indices drawn).
+// Train statement styles with a {kw}, {op} or {uop} placeholder draw it per sample from vt_train_keywords() /
+// vt_train_operators() / vt_train_word_operators() (params keyword / operator / word_operator: the indices drawn).
 // vt — eval and dev: 2 chains of 4 hops (RULER's setting). Train: 4 hops for half the samples, 1–3 uniform
 // for the rest — the short chains teach the backward lookup (find the source, copy the name assigned from
 // it) that the long ones repeat, a curriculum inside every stage; the full length is the common case
@@ -56,10 +56,11 @@ Result<TaskOutput> generate_chains(const TaskContext& ctx, ShapeDraw draw_shape)
   const WordStream& stream = WordStream::get(ctx.split, HaystackKind::kNoise);
   const int64_t start = stream.random_sentence_start(rng);
   const auto [num_chains, num_hops] = draw_shape(rng, ctx.split);
-  // The {kw} and {op} of the train statement styles that have them, one of each per sample.
+  // The {kw}, {op} and {uop} of the train statement styles that have them, one of each per sample.
   const bool train = ctx.split == Split::kTrain;
   const std::string_view keyword = train ? draw_train_word(rng, vt_train_keywords(), "keyword", out) : "";
   const std::string_view op = train ? draw_train_word(rng, vt_train_operators(), "operator", out) : "";
+  const std::string_view uop = train ? draw_train_word(rng, vt_train_word_operators(), "word_operator", out) : "";
 
   std::unordered_set<std::string> used;
   std::vector<Insertion> statements;
@@ -90,12 +91,12 @@ Result<TaskOutput> generate_chains(const TaskContext& ctx, ShapeDraw draw_shape)
       std::string text;
       if (j == 0) {
         const std::pair<std::string_view, std::string_view> vars[] = {
-            {"var", names[0]}, {"value", value}, {"kw", keyword}, {"op", op}};
+            {"var", names[0]}, {"value", value}, {"kw", keyword}, {"op", op}, {"uop", uop}};
         KC_ASSIGN_OR_RETURN(text, format_template(phr.assign_value, vars));
       } else {
         const std::pair<std::string_view, std::string_view> vars[] = {{"var", names[static_cast<size_t>(j)]},
                                                                        {"src", names[static_cast<size_t>(j - 1)]},
-                                                                       {"kw", keyword}, {"op", op}};
+                                                                       {"kw", keyword}, {"op", op}, {"uop", uop}};
         KC_ASSIGN_OR_RETURN(text, format_template(phr.assign_var, vars));
       }
       statements.push_back(Insertion{std::move(text), depths[static_cast<size_t>(j)], c == 0});

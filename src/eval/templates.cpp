@@ -155,6 +155,9 @@ constexpr std::array kVtTrainStatements = {
     VtStatements{"{kw} {var} {value}.", "{kw} {var} {src}."},
     VtStatements{"{var} {op} {value}.", "{var} {op} {src}."},
     VtStatements{"{kw} {var} {op} {value}.", "{kw} {var} {op} {src}."},
+    VtStatements{"{kw} {var} {uop} {value}.", "{kw} {var} {uop} {src}."},
+    VtStatements{"{var} {uop} {value}.", "{var} {uop} {src}."},
+    VtStatements{"{kw} {var} {uop} {value}.", "{kw} {var} {uop} {kw} {src}."},
 };
 // The {op} of the last two statement styles, one per sample (the target first, then the operator, then
 // the source): lower-case words or symbols, so that none reads as a variable name, and neither the eval
@@ -162,6 +165,14 @@ constexpr std::array kVtTrainStatements = {
 constexpr std::array<std::string_view, 16> kVtTrainOperators = {
     "gets", "takes", "holds", "receives", "becomes", "copies", "mirrors", "follows",
     "<=",   "::=",   "<<",    "=:",       ":",       "~",      "is set to", "now equals"};
+// The {uop} of the three styles after them: upper-case words of 2-4 letters between the variable and its
+// source ("DIM ABCDE GETS FGHIJ."), so that the model learns that a short capitalised word inside a statement is
+// syntax, not a name: c24-c31 copied the dev operator into their answers ("VKTIV BE Q5142."). None has 5
+// letters (variable names do); none is the dev "BE" or a word of the eval / dev syntax (VAR, LET); none reads
+// source-first as TO / IN / INTO do in "ASSIGN src TO var", "COPY src INTO var".
+constexpr std::array<std::string_view, 24> kVtTrainWordOperators = {
+    "GETS", "HAS",  "IS",   "AS",   "EQ",   "WAS",  "GOT",  "USE",  "OF",   "BY",   "HOLD", "SEES",
+    "KEEP", "GET",  "TAKE", "ARE",  "WILL", "MUST", "FROM", "NOW",  "LIKE", "SAME", "VIA",  "AKA"};
 constexpr std::array<std::string_view, 40> kVtTrainKeywords = {
     "DIM",    "VAL",    "REF",    "OBJ",    "KEY",    "BOX",    "CELL",   "SLOT",   "ITEM",    "TERM",
     "NODE",   "UNIT",   "DATA",   "WORD",   "SYMBOL", "HANDLE", "BUFFER", "RECORD", "VECTOR",  "STRING",
@@ -472,6 +483,7 @@ std::span<const VtPhrasing> vt_phrasings(Split s) {
 }
 std::span<const std::string_view> vt_train_keywords() { return kVtTrainKeywords; }
 std::span<const std::string_view> vt_train_operators() { return kVtTrainOperators; }
+std::span<const std::string_view> vt_train_word_operators() { return kVtTrainWordOperators; }
 std::span<const CwePhrasing> cwe_phrasings(Split s) {
   static const auto train = product_of<CwePhrasing>(
       kCweTrainInstructions, kCweTrainItems, kCweTrainQuestions,
@@ -613,13 +625,15 @@ std::vector<std::string> train_book_noise_sentences() {
 
 // The train split's noise, in 128 runs of 150-1,650 sentences. Half the runs repeat a cycle of 3-8 sentences of the
 // train book (drawn per run), a quarter a cycle of 3-8 sentences of a small grammar (one of 32 subjects, one of 32
-// predicates), a quarter are the grammar's sentences unrepeated: the dev and eval noise are 5-sentence cycles of
+// predicates, three in ten opened by an adverb, one in ten a particle, a pronoun and a verb), a quarter are the
+// grammar's sentences unrepeated: the dev and eval noise are 5-sentence cycles of
 // plain sentences repeated ("The road is long. ... On we walk. Slowly the day fades."), and a model must learn to
 // skip filler of any wording, repeated or not. History (docs/model.md, scripts/vt_wording_probe.py): until
 // 2026-12-07 the train noise was one cycle of 30 grammar-like sentences, and kascade-tiny learnt to skip exactly
 // those (c24's vt on dev prompts at 4K: 10 %, 32.5 % with the dev filler swapped for that cycle); with 4,096
 // unrepeated grammar sentences (c30) dev vt stayed at 10 %, its answers copies of the dev cycle's "Slowly" —
-// sentences opening with a capitalised word other than The / A / An, which the grammar never has. No word of the
+// sentences opening with a capitalised word other than The / A / An, which the grammar then never had (c31 added the
+// train book's cycles; c32 the grammar's adverb and particle openers, and vt's upper-case operator words). No word of the
 // dev or eval noise (road, night, river, day, grass, sky, sun, ...) is in the grammar; the train book is disjoint
 // from the other splits' books (tests/unit/eval/test_splits.cpp).
 std::string compose_train_noise() {
@@ -638,9 +652,33 @@ std::string compose_train_noise() {
   const std::vector<std::string> book = train_book_noise_sentences();
   if (book.empty()) throw std::logic_error("compose_train_noise: the train book has no sentence usable as noise");
   DetRng rng(0x6e6f697365ULL);  // "noise"
+  // Openers of the grammar's other two forms: an adverb before the subject ("Quietly the hill sleeps."), a particle
+  // before a pronoun and a verb ("Up they climb."). Neither "Slowly" nor "On we walk" (the dev noise) is made.
+  static constexpr std::array<std::string_view, 16> kAdverbs = {
+      "Quietly", "Softly",  "Later", "Suddenly", "Gently", "Soon",   "Still",     "Meanwhile",
+      "Tonight", "Sometimes", "Often", "Perhaps", "Now",   "Then",   "Once more", "At last"};
+  static constexpr std::array<std::string_view, 8> kParticles = {"Up", "Off", "In", "Out", "Down", "Away", "Home", "Over"};
+  static constexpr std::array<std::string_view, 5> kPronouns = {"they", "she", "he", "you", "I"};
+  static constexpr std::array<std::string_view, 8> kVerbs = {"climb", "ride", "rush", "stroll", "wander", "hurry",
+                                                              "march", "drift"};
+  auto lower_first = [](std::string_view w) {
+    std::string out(w);
+    out[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(out[0])));
+    return out;
+  };
+  // Six in ten sentences are "Subject predicate.", three in ten adverb-first, one in ten particle-first.
   auto grammar_sentence = [&] {
-    return std::string(kSubjects[rng.below(kSubjects.size())]) + " " +
-           std::string(kPredicates[rng.below(kPredicates.size())]) + ".";
+    const uint64_t form = rng.below(10);
+    if (form == 9) {
+      return std::string(kParticles[rng.below(kParticles.size())]) + " " +
+             std::string(kPronouns[rng.below(kPronouns.size())]) + " " + std::string(kVerbs[rng.below(kVerbs.size())]) + ".";
+    }
+    const std::string_view subject = kSubjects[rng.below(kSubjects.size())];
+    const std::string_view predicate = kPredicates[rng.below(kPredicates.size())];
+    if (form >= 6) {
+      return std::string(kAdverbs[rng.below(kAdverbs.size())]) + " " + lower_first(subject) + " " + std::string(predicate) + ".";
+    }
+    return std::string(subject) + " " + std::string(predicate) + ".";
   };
   enum class Run { kBookCycle, kGrammarCycle, kGrammar };
   std::string out;

@@ -90,6 +90,9 @@ std::span<const std::string_view> vt_train_keywords();
 // Train split only: the operators a vt statement style with an {op} placeholder draws from, one per
 // sample ("ABCDE gets FGHIJ."): lower-case words or symbols, never the eval "=" or the dev "BE".
 std::span<const std::string_view> vt_train_operators();
+// Train split only: the upper-case operator words of the {uop} styles, one per sample ("ABCDE GETS FGHIJ."): 2-4
+// letters (a variable name has 5), target first (none of TO / IN / INTO), never the dev "BE" or VAR, LET.
+std::span<const std::string_view> vt_train_word_operators();
 std::span<const CwePhrasing> cwe_phrasings(Split split);
 std::span<const FwePhrasing> fwe_phrasings(Split split);
 std::span<const KvPhrasing> kv_phrasings(Split split);

@@ -4,6 +4,7 @@
 // natural text starts sentences where a sentence ended).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <set>
@@ -124,8 +125,9 @@ TEST(EvalHaystack, NoiseStreamCycles) {
 // The train noise mixes runs of a short repeated cycle (like the dev and eval noise, 5 sentences
 // repeated) with unrepeated runs: windows of 60 sentences are found of both kinds, with every cycle
 // length 3..8 among the repeated ones, the runs differ from each other, some cycles are the train
-// book's sentences (openings other than the grammar's The / A / An), and no word holds two capitals
-// in a row (vt's variables are five capitals).
+// book's sentences (openings other than The / A / An), the grammar's sentences open with an adverb or a
+// particle now and then but never as the dev noise's do, and no word holds two capitals in a row (vt's
+// variables are five capitals).
 TEST(EvalHaystack, TrainNoiseMixesRepeatedCyclesAndUnrepeatedRuns) {
   const WordStream& s = WordStream::get(Split::kTrain, HaystackKind::kNoise);
   std::vector<std::string_view> sentences;
@@ -164,7 +166,27 @@ TEST(EvalHaystack, TrainNoiseMixesRepeatedCyclesAndUnrepeatedRuns) {
   EXPECT_GT(unrepeated, 5);
   EXPECT_GT(cycle_openings.size(), 30u);
   EXPECT_GT(book_cycles, 5);
+  // The grammar's other openers: an adverb before the subject ("Quietly the hill sleeps."), a particle before a pronoun
+  // ("Up they climb."); never the dev noise's own ("Slowly the day fades.", "On we walk.").
+  // An adverb-first sentence is counted when its rest is itself a sentence of the stream ("The hill sleeps."), a
+  // particle-first one when it has three words with a pronoun second.
+  const std::set<std::string_view> all(sentences.begin(), sentences.end());
+  int adverb_first = 0, particle_first = 0;
+  for (const std::string_view sentence : sentences) {
+    const size_t space = sentence.find(' ');
+    ASSERT_NE(space, std::string_view::npos) << sentence;
+    if (sentence.substr(0, 4) != "The " && sentence.substr(space, 5) == " the ") {
+      adverb_first += all.count("The " + std::string(sentence.substr(space + 5))) > 0;
+    }
+    for (const std::string_view pronoun : {" they ", " she ", " he ", " you ", " I "}) {
+      particle_first += sentence.find(pronoun) == space && std::count(sentence.begin(), sentence.end(), ' ') == 2;
+    }
+    EXPECT_NE(sentence.substr(0, 7), "Slowly ");
+  }
+  EXPECT_GT(adverb_first, 1000);
+  EXPECT_GT(particle_first, 300);
   // No sentence of the dev or eval noise.
+  EXPECT_FALSE(s.source_contains("On we walk."));
   EXPECT_FALSE(s.source_contains("The road is long."));
   EXPECT_FALSE(s.source_contains("The sky is blue."));
 }

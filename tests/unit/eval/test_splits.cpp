@@ -94,7 +94,7 @@ TEST(EvalSplits, EveryTemplateFormats) {
       {"types", "numbers"}, {"type", "number"}, {"key", "k"},   {"value", "1"},   {"query", "q"},
       {"var", "ABCDE"},     {"src", "FGHIJ"},   {"num", "5"},   {"i", "3"},       {"word", "w"},
       {"country", "Zorvia"}, {"city", "Melkat"}, {"person", "Tirona Vask"}, {"kw", "DIM"},
-      {"adj", "hidden"},    {"Adj", "Hidden"},  {"op", "gets"},  {"place", "spa town"}, {"role", "chief judge"},
+      {"adj", "hidden"},    {"Adj", "Hidden"},  {"op", "gets"},  {"uop", "GETS"}, {"place", "spa town"}, {"role", "chief judge"},
       {"thing", "code"},    {"things", "codes"}, {"label", "quiet-harbor"}, {"subject", "Balo Kesrook"},
       {"object", "Tevo Zanberg"}, {"rel", "elder cousin"}, {"x", "mentor"}, {"y", "sister"}};
   for (const Split split : kSplits) {
@@ -232,6 +232,14 @@ TEST(EvalSplits, TrainDrawnWordsAreNoDevOrEvalNeedleOrFactWords) {
     EXPECT_NE(op, "=");
     EXPECT_EQ(std::count_if(op.begin(), op.end(), [](char c) { return std::isupper(static_cast<unsigned char>(c)); }), 0) << op;
     for (const auto& w : literal_words(op)) EXPECT_FALSE(vt_words.count(w)) << "train operator " << op;
+  }
+  // vt word operators ({uop}): upper case, 2-4 letters (a variable name has 5), never the dev "BE" or VAR / LET, and
+  // none of the source-first words of "ASSIGN src TO var", "COPY src INTO var", "SAVE src IN var".
+  ASSERT_GE(vt_train_word_operators().size(), 20u);
+  for (const auto op : vt_train_word_operators()) {
+    EXPECT_TRUE(op.size() >= 2 && op.size() <= 4) << op;
+    EXPECT_TRUE(std::all_of(op.begin(), op.end(), [](char c) { return std::isupper(static_cast<unsigned char>(c)); })) << op;
+    for (const std::string_view banned : {"BE", "VAR", "LET", "TO", "IN", "INTO"}) EXPECT_NE(op, banned);
   }
   EXPECT_GE(r.place_modifiers.curated * r.place_nouns.curated, 200u);
   EXPECT_GE(r.role_modifiers.curated * r.role_nouns.curated, 150u);

@@ -586,6 +586,17 @@ TEST(EvalTasks, VtHopsAreRulersFourOnEvalAndDevAndOneToFourOnTrain) {
     }
   }
   EXPECT_GE(keywords_seen.size(), 8u) << "200 train samples use several keywords";
+  // The {uop} styles put an upper-case operator word between a variable and its source ("ABCDE GETS FGHIJ.").
+  std::set<std::string_view> word_operators_seen;
+  for (int64_t index = 0; index < 400; ++index) {
+    const Sample t = make("vt", Split::kTrain, 1024, index, count_whitespace_tokens);
+    for (const std::string_view op : vt_train_word_operators()) {
+      for (size_t j = 1; j < t.answers.size(); ++j) {
+        if (t.prompt.find(t.answers[j] + " " + std::string(op) + " ") != std::string::npos) word_operators_seen.insert(op);
+      }
+    }
+  }
+  EXPECT_GE(word_operators_seen.size(), 6u) << "400 train samples use several upper-case operator words";
   for (int64_t index = 0; index < 20; ++index) {
     const Sample e = make("vt", Split::kEval, 1024, index, count_whitespace_tokens);
     for (const std::string_view kw : vt_train_keywords())
@@ -639,17 +650,20 @@ TEST(EvalTasks, TrainCompletionsListSeveralAnswersInPromptOrder) {
   }
 }
 
-// The train vt styles with a drawn operator ("ABCDE gets FGHIJ.") parse and follow like the others.
+// The train vt styles with a drawn operator ("ABCDE gets FGHIJ.", "ABCDE GETS FGHIJ.") parse and follow like the
+// others.
 TEST(EvalTasks, VtTrainOperatorStylesAreDerivable) {
-  int found = 0;
-  for (int64_t index = 0; index < 200 && found < 6; ++index) {
-    const Sample s = make("vt", Split::kTrain, 1024, index, count_whitespace_tokens);
-    const VtPhrasing& phr = vt_phrasings(Split::kTrain)[static_cast<size_t>(s.template_id)];
-    if (phr.assign_var.find("{op}") == std::string_view::npos) continue;
-    ++found;
-    EXPECT_TRUE(check_answers(s)) << "train vt #" << index << " (" << phr.assign_var << ")";
+  for (const std::string_view placeholder : {"{op}", "{uop}"}) {
+    int found = 0;
+    for (int64_t index = 0; index < 300 && found < 6; ++index) {
+      const Sample s = make("vt", Split::kTrain, 1024, index, count_whitespace_tokens);
+      const VtPhrasing& phr = vt_phrasings(Split::kTrain)[static_cast<size_t>(s.template_id)];
+      if (phr.assign_var.find(placeholder) == std::string_view::npos) continue;
+      ++found;
+      EXPECT_TRUE(check_answers(s)) << "train vt #" << index << " (" << phr.assign_var << ")";
+    }
+    EXPECT_EQ(found, 6) << "too few " << placeholder << " styles drawn in 300 samples";
   }
-  EXPECT_EQ(found, 6) << "too few operator styles drawn in 200 samples";
 }
 
 TEST(EvalTasks, MultihopTrainCompletionSpellsOutTheHop) {
