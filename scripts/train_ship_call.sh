@@ -41,13 +41,15 @@ C24_ARGS=(--generate-seed "$seed" --generate-workers 8 --natural "$data/natural"
   --extra-tasks copy_strings@512:1k:2k=0.12,hop_drill@512:1k:2k=0.10 --ppl-ctx 16384 --eval-lengths 4k,8k,16k
   --reserve 60)
 work=$(mktemp -d /tmp/kascade-call.XXXXXX)
-mkdir -p "$out"
+mkdir -p "$out" "$work/rest"
+kascade_dir=$work/cli  # unpacked once: the chunk's sample producers and the ship test run it
+"$here/scripts/unpack_cli.sh" "$tarball" "$kascade_dir" >"$work/rest/unpack.log" 2>&1 ||
+  { cat "$work/rest/unpack.log" >&2; rm -rf "$work"; exit 2; }
 elapsed=$(( $(date +%s) - start ))
-CHUNK_SECONDS=$((total - elapsed - ship_seconds)) "$here/scripts/train_chunk_gpu.sh" "$tarball" "$work/train" "$chunk" \
+CHUNK_SECONDS=$((total - elapsed - ship_seconds)) "$here/scripts/train_chunk_gpu.sh" "$kascade_dir" "$work/train" "$chunk" \
   "${C24_ARGS[@]}" --time-budget $((total - elapsed - ship_seconds - 10)) "$@"
 train_status=$?
 candidate=$work/train/$chunk
-mkdir -p "$work/rest"
 cp "$work/train/$chunk.log" "$work/rest/" 2>/dev/null
 cp "$candidate/training_log.csv" "$candidate/eval_log.csv" "$work/rest/" 2>/dev/null  # history + the chunk's rows
 ship_status=skipped
@@ -55,8 +57,6 @@ if [[ $train_status -eq 0 && -f "$candidate/model.safetensors.index.json" ]]; th
   for f in tokenizer.json tokenizer_config.json generation_config.json kascade_calibration.json; do
     cp "$here/models/kascade-tiny/$f" "$candidate/"
   done
-  kascade_dir=$work/cli
-  "$here/scripts/unpack_cli.sh" "$tarball" "$kascade_dir" >>"$work/rest/ship.log" 2>&1
   unset TASKS LENGTHS SAMPLES  # the saved baseline's own (ship_test.sh)
   timeout -k 5 $((total - ($(date +%s) - start) - 15)) \
     "${SHIP_TEST:-$here/scripts/ship_test.sh}" "$kascade_dir/kascade" "$baseline" "$candidate" "$work/rest/ship" --device cuda --no-progress \

@@ -5,7 +5,8 @@
 # --generate / --chunk / --out before the caller's options, the console lands in OUT/CHUNK.log, the
 # trainer's exit status comes back, CHUNK_SECONDS stops a long run (124); a real (compiled) CLI whose
 # shared library is not packed gets it linked from CLI_LIB_DIRS, and does not start without it; a CLI
-# that does not start, a missing tarball and a bad chunk name are refused with a message.
+# that does not start, a missing tarball and a bad chunk name are refused with a message; a folder unpacked by
+# scripts/unpack_cli.sh is run as it is (and kept), a folder that is not one is refused.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
@@ -42,6 +43,15 @@ grep -q "kascade stand-in tasks" "$work/out/c99-test.log" || fail "the CLI did n
 grep -q "exited with 0" "$work/out/c99-test.log" || fail "no exit line in the console log"
 generated=$(sed -n 2p "$work/trainer.py.args")
 [[ ! -e "$(dirname "$generated")" ]] || fail "the unpacked CLI $(dirname "$generated") was left behind"
+
+# A folder unpack_cli.sh made already is used as it is (scripts/train_ship_call.sh unpacks once per call) and kept.
+bash "$here/scripts/unpack_cli.sh" "$work/cli.tar.xz" "$work/unpacked" >/dev/null || fail "unpack_cli.sh failed"
+run "$work/unpacked" "$work/out" c99-test --exit 0 || fail "an unpacked CLI folder was refused"
+[[ "$(sed -n 2p "$work/trainer.py.args")" == "$work/unpacked/kascade" ]] || fail "unpacked folder: $(cat "$work/trainer.py.args")"
+grep -q "kascade stand-in tasks" "$work/out/c99-test.log" && [[ -x "$work/unpacked/kascade" ]] || fail "the unpacked CLI did not run or was removed"
+mkdir -p "$work/notcli"
+if run "$work/notcli" "$work/out" c99-test; then fail "a folder without an unpacked CLI was accepted"; fi
+grep -q "not an unpacked CLI" "$work/log" || fail "not-a-CLI-folder message"
 
 if run "$work/cli.tar.xz" "$work/out" c99-test --exit 3; then fail "exit 3 not passed on"; fi
 grep -q "exited with 3" "$work/log" || fail "exit status 3 not reported"

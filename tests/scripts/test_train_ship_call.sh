@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/scripts/test_train_ship_call.sh — scripts/train_ship_call.sh with a stand-in CLI, trainer and ship
-# test (no GPU): the trainer gets c24's arguments, then the caller's (so a repeated option such as --lr comes
+# test (no GPU): the CLI is unpacked once, for the chunk and the ship test alike; the trainer gets c24's arguments, then the caller's (so a repeated option such as --lr comes
 # last and wins), a time budget inside TOTAL less SHIP_SECONDS; the ship test gets the unpacked CLI, the saved
 # baseline, the candidate (with the tokenizer copied in), and no TASKS / LENGTHS / SAMPLES of the caller's (the
 # baseline's own are used: tests/scripts/test_ship_test.sh); the
@@ -46,6 +46,7 @@ TASKS=niah_single_1 SAMPLES=2 TOTAL=400 SHIP_SECONDS=100 call "$work/cli.tar.xz"
 args=$(tr '\n' ' ' <"$work/trainer.py.args")
 [[ "$args" == *"--chunk c99-test --out "*" --generate-seed 36000000 "*"--lr 3e-4 "*"--time-budget "*" --lr 1e-4" ]] \
   || fail "trainer arguments: $args"
+[[ "$args" == "--generate /tmp/kascade-call."*"/cli/kascade "* ]] || fail "the chunk did not get the call's unpacked CLI: $args"
 budget=$(sed -n 's/.*--time-budget \([0-9]*\) .*/\1/p' <<<"$args")
 (( budget > 250 && budget <= 290 )) || fail "time budget $budget not inside TOTAL - SHIP_SECONDS"
 grep -q -- "--natural $work/data/natural" <<<"$args" || fail "natural data not passed: $args"
