@@ -159,7 +159,7 @@ constexpr std::array kVtTrainStatements = {
     VtStatements{"{var} {uop} {value}.", "{var} {uop} {src}."},
     VtStatements{"{kw} {var} {uop} {value}.", "{kw} {var} {uop} {kw} {src}."},
 };
-// The {op} of the last two statement styles, one per sample (the target first, then the operator, then
+// The {op} of the two {op} statement styles, one per sample (the target first, then the operator, then
 // the source): lower-case words or symbols, so that none reads as a variable name, and neither the eval
 // operator "=" nor the dev one "BE".
 constexpr std::array<std::string_view, 16> kVtTrainOperators = {
