@@ -15,7 +15,8 @@
 # calibration-log.txt, kascade_tiny.fixture.json, kascade_tiny.logits.f32 and rest.tar.xz (every step's log, the dev
 # check's results.json / results.md / samples.jsonl, summary.txt). Environment: STEPS (default "calibrate fixture tests dev"),
 # CAL_SECONDS / FIXTURE_SECONDS / TESTS_SECONDS / DEV_SECONDS (each step's limit: 300 / 120 / 180 / 150),
-# CAL_PROMPTS (13), DEV_SAMPLES (4), GPU_TEST_FILTER. Exits non-zero when a step failed; the summary says which.
+# CAL_LENGTHS (4k; e.g. 4k,8k: the prompts go round-robin over task x length), CAL_PROMPTS (13), DEV_SAMPLES (4),
+# GPU_TEST_FILTER. Exits non-zero when a step failed; the summary says which.
 # Tested by tests/scripts/test_ship_checks.sh (stand-in binaries and fixture script, no GPU).
 set -uo pipefail
 tarball=${1:?BIN_TARBALL}
@@ -60,7 +61,7 @@ run_step() {  # run_step NAME SECONDS CMD... (the step's output in rest/NAME.log
 }
 if [[ "$steps" == *" calibrate "* ]]; then
   run_step calibrate "${CAL_SECONDS:-300}" "$bin/kascade" calibrate -m "$model" --device cuda --dev-set tasks:all \
-    --lengths 4k --num-prompts "${CAL_PROMPTS:-13}" --anchors 2..8 --refine agreement \
+    --lengths "${CAL_LENGTHS:-4k}" --num-prompts "${CAL_PROMPTS:-13}" --anchors 2..8 --refine agreement \
     --refine-prompts "${CAL_PROMPTS:-13}" --refine-rounds 5 -o "$work/kascade_calibration.json" &&
     cp "$work/kascade_calibration.json" "$model/kascade_calibration.json" &&
     cp "$work/kascade_calibration.json" "$out/" &&

@@ -71,6 +71,9 @@ done
 grep -q "average" "$work/log" || fail "the dev check's averages were not printed"
 [[ $(grep -c "rc 0 " "$work/log") -eq 4 ]] || fail "summary"
 
+CAL_LENGTHS=4k,8k STEPS=calibrate call "$work/bins.tar.xz" "$work/out1" || fail "calibrate at two lengths failed"
+grep -qx "4k,8k" "$work/kascade.calibrate.args" || fail "CAL_LENGTHS not passed: $(tr '\n' ' ' <"$work/kascade.calibrate.args")"
+
 echo '{"old": true}' >"$tree/models/kascade-tiny/kascade_calibration.json"
 if CAL_FAIL=1 STEPS="calibrate" call "$work/bins.tar.xz" "$work/out2"; then fail "a failed calibration passed"; fi
 grep -q old "$tree/models/kascade-tiny/kascade_calibration.json" || fail "a failed calibration replaced the file"
