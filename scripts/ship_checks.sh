@@ -73,7 +73,8 @@ if [[ "$steps" == *" fixture "* ]]; then
     mkdir -p "$here/tests/data/hf" && cp "$work/hf"/kascade_tiny.* "$here/tests/data/hf/" && cp "$work/hf"/kascade_tiny.* "$out/"
 fi
 if [[ "$steps" == *" tests "* ]]; then
-  run_step tests "${TESTS_SECONDS:-180}" "$bin/kascade_cuda_tests" \
+  # The tests' shared libraries: the pack's lib/, where unpack_cli.sh also linked cuBLAS (PyTorch's steps keep theirs).
+  run_step tests "${TESTS_SECONDS:-180}" env LD_LIBRARY_PATH="$bin/lib:${LD_LIBRARY_PATH:-}" "$bin/kascade_cuda_tests" \
     --gtest_filter="${GPU_TEST_FILTER:-*TinyModel*:*kascade_tiny*:*GpuRuntimeGraph*:GpuCalibration*}"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$work/rest/tests.log" | sort | uniq -c | head -n 20
 fi
