@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/ship_checks.sh — the shipping checks of kascade-tiny on the GPU machine, one device call (docs/model.md,
 # "Shipping a checkpoint"): with the candidate's shards already in the tree's models/kascade-tiny,
-#   1. calibrate it on the GPU (`kascade calibrate --device cuda`, the dev split's 13 tasks at 4K, anchors 2..8,
-#      the default set refined by agreement with dense) into models/kascade-tiny/kascade_calibration.json;
+#   1. calibrate it on the GPU (`kascade calibrate --device cuda`, the dev split's 13 tasks at 4K or CAL_LENGTHS,
+#      anchors 2..8, the default set refined by agreement with dense) into models/kascade-tiny/kascade_calibration.json;
 #   2. regenerate its Hugging Face reference logits (scripts/make_hf_fixtures.py --only kascade_tiny, PyTorch and
 #      transformers on the GPU machine's CPU) into tests/data/hf;
 #   3. run the GPU tests on the tiny model (kascade_cuda_tests, GPU_TEST_FILTER) with the new file and fixture;
@@ -13,8 +13,8 @@
 # that compiled-in path, so when it is not this tree it is linked here (refused when it exists and is another tree).
 # OUT_DIR receives what must come back (the run tool returns at most eight files): kascade_calibration.json,
 # calibration-log.txt, kascade_tiny.fixture.json, kascade_tiny.logits.f32 and rest.tar.xz (every step's log, the dev
-# check's results.json / results.md / samples.jsonl, summary.txt). Environment: STEPS (default "calibrate fixture tests dev"),
-# CAL_SECONDS / FIXTURE_SECONDS / TESTS_SECONDS / DEV_SECONDS (each step's limit: 300 / 120 / 180 / 150),
+# check's results.json / results.md / samples.jsonl, summary.txt). Environment: STEPS (default "calibrate fixture
+# tests dev"), CAL_SECONDS / FIXTURE_SECONDS / TESTS_SECONDS / DEV_SECONDS (each step's limit: 300 / 120 / 180 / 150),
 # CAL_LENGTHS (4k; e.g. 4k,8k: the prompts go round-robin over task x length), CAL_PROMPTS (13), DEV_SAMPLES (4),
 # GPU_TEST_FILTER. Exits non-zero when a step failed; the summary says which.
 # Tested by tests/scripts/test_ship_checks.sh (stand-in binaries and fixture script, no GPU).
@@ -33,9 +33,9 @@ work=$(mktemp -d /tmp/kascade-ship.XXXXXX)
 mkdir -p "$out" "$work/rest"
 bin=$work/bin
 "$here/scripts/unpack_cli.sh" "$tarball" "$bin" >"$work/rest/unpack.log" 2>&1 ||
-  { cat "$work/rest/unpack.log" >&2; exit 2; }
+  { cat "$work/rest/unpack.log" >&2; rm -rf "$work"; exit 2; }
 [[ -x "$bin/kascade_cuda_tests" ]] || [[ "$steps" != *" tests "* ]] ||
-  { echo "ship_checks.sh: $tarball holds no kascade_cuda_tests" >&2; exit 2; }
+  { echo "ship_checks.sh: $tarball holds no kascade_cuda_tests" >&2; rm -rf "$work"; exit 2; }
 if [[ -s "$bin/source_dir" ]]; then
   source_dir=$(<"$bin/source_dir")
   if [[ "$source_dir" != "$here" ]]; then
@@ -43,6 +43,7 @@ if [[ -s "$bin/source_dir" ]]; then
       mkdir -p "$(dirname "$source_dir")" && ln -s "$here" "$source_dir"
     elif [[ "$(cd "$source_dir" && pwd -P)" != "$(cd "$here" && pwd -P)" ]]; then
       echo "ship_checks.sh: the tests read $source_dir (their build's source folder), which exists and is not this tree" >&2
+      rm -rf "$work"
       exit 2
     fi
   fi

@@ -3,9 +3,9 @@
 # a stand-in fixture script, in a copy of the scripts beside a hand-made model folder (no GPU): calibrate runs on the
 # GPU with the dev split at 4K, refined by agreement, and its file replaces the model's; the fixture is regenerated for
 # kascade_tiny alone and copied into tests/data/hf; the GPU tests run after both, through the build's source folder
-# (linked to the tree when it does not exist), with the pack's lib/ on their library path and the tiny-model filter; the dev check is dense and kascade on the
-# dev split; OUT holds the calibration file, its log, the fixture and rest.tar.xz. A failing calibration leaves the
-# model's file alone and fails the call; a source folder that is another tree, a missing tarball, a tarball without
+# (linked to the tree when it does not exist), with the pack's lib/ on their library path and the tiny-model filter;
+# the dev check is dense and kascade on the dev split; OUT holds the calibration file, its log, the fixture and
+# rest.tar.xz; CAL_LENGTHS reaches calibrate. A failing calibration leaves the model's file alone and fails the call; a source folder that is another tree, a missing tarball, a tarball without
 # the tests and an unknown step are refused with their messages.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
