@@ -5,8 +5,9 @@
 # kascade_tiny alone and copied into tests/data/hf; the GPU tests run after both, through the build's source folder
 # (linked to the tree when it does not exist), with the pack's lib/ on their library path and the tiny-model filter;
 # the dev check is dense and kascade on the dev split; OUT holds the calibration file, its log, the fixture and
-# rest.tar.xz; CAL_LENGTHS reaches calibrate. A failing calibration leaves the model's file alone and fails the call; a source folder that is another tree, a missing tarball, a tarball without
-# the tests and an unknown step are refused with their messages.
+# rest.tar.xz; CAL_LENGTHS reaches calibrate. A failing calibration leaves the model's file alone and fails the call;
+# a source folder that is another tree, a missing tarball, a tarball without the tests and an unknown step are
+# refused with their messages.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
