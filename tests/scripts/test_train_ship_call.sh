@@ -2,8 +2,9 @@
 # tests/scripts/test_train_ship_call.sh — scripts/train_ship_call.sh with a stand-in CLI, trainer and ship
 # test (no GPU): the CLI is unpacked once, for the chunk and the ship test alike; the trainer gets c24's
 # arguments, then the caller's (so a repeated option such as --lr comes last and wins), a time budget inside
-# TOTAL less SHIP_SECONDS; the ship test gets the unpacked CLI, the saved baseline, the candidate (with the tokenizer copied in), and no TASKS / LENGTHS / SAMPLES of the caller's (the
-# baseline's own are used: tests/scripts/test_ship_test.sh); the
+# TOTAL less SHIP_SECONDS; the ship test gets the unpacked CLI, the saved baseline, the candidate (with the
+# tokenizer copied in), and no TASKS / LENGTHS / SAMPLES of the caller's (the baseline's own are used:
+# tests/scripts/test_ship_test.sh); the
 # shards land in OUT and the rest in OUT/rest.tar.xz; a failed chunk skips the ship test and fails the call;
 # a bad seed, missing data, missing baseline results and a TOTAL that leaves no training time are refused.
 set -euo pipefail
