@@ -20,16 +20,8 @@ cublas_dir=$(dirname "$(ls /usr/local/cuda*/lib*/libcublas.so.13 /usr/local/cuda
   /usr/local/lib/python3*/dist-packages/nvidia/cu*/lib/libcublas.so.13 2>/dev/null | head -n 1)" 2>/dev/null)
 export LD_LIBRARY_PATH="$bin/lib:${cublas_dir:-/usr/local/cuda/lib64}:${LD_LIBRARY_PATH:-}"
 status=0
-summary=()
-run_step() {  # run_step NAME SECONDS CMD...
-  local name=$1 secs=$2 t0=$SECONDS
-  shift 2
-  echo "==== $name: $*" >>"$out/$name.log"
-  timeout "$secs" "$@" >>"$out/$name.log" 2>&1
-  local rc=$?
-  summary+=("$(printf '%-22s rc %-3s %4ss' "$name" "$rc" "$((SECONDS - t0))")")
-  return $rc
-}
+source "$here/scripts/step_runner.sh"  # run_step NAME SECONDS CMD...: the output in $out/NAME.log
+step_log_dir=$out
 declare -A filters=(
   [runtime]='Ops*:*GpuRuntime*'
   [backend]='*CudaBackend*'
@@ -81,5 +73,5 @@ for s in ${STEPS:-tests bench cudnn runtime eval}; do
     *) echo "unknown step $s"; status=1 ;;
   esac
 done
-printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+printf '%s\n' "${step_summary[@]}" | tee "$out/summary.txt"
 exit $status

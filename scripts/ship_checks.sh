@@ -14,9 +14,9 @@
 # OUT_DIR receives what must come back (the run tool returns at most eight files): kascade_calibration.json,
 # calibration-log.txt, kascade_tiny.fixture.json, kascade_tiny.logits.f32 and rest.tar.xz (every step's log, the dev
 # check's results.json / results.md / samples.jsonl, summary.txt). Environment: STEPS (default "calibrate fixture
-# tests dev"), CAL_SECONDS / FIXTURE_SECONDS / TESTS_SECONDS / DEV_SECONDS (each step's limit: 300 / 120 / 180 / 150),
+# tests dev"), CAL_SECONDS / FIXTURE_SECONDS / TESTS_SECONDS / DEV_SECONDS (each step's limit: 400 / 120 / 180 / 150),
 # CAL_LENGTHS (4k; e.g. 4k,8k: the prompts go round-robin over task x length), CAL_PROMPTS (13), DEV_SAMPLES (4),
-# GPU_TEST_FILTER. Exits non-zero when a step failed; the summary says which.
+# GPU_TEST_FILTER. Exits non-zero when a step failed; the summary says which. Steps run through scripts/step_runner.sh.
 # Tested by tests/scripts/test_ship_checks.sh (stand-in binaries and fixture script, no GPU).
 set -uo pipefail
 tarball=${1:?BIN_TARBALL}
@@ -48,25 +48,15 @@ if [[ -s "$bin/source_dir" ]]; then
     fi
   fi
 fi
-status=0
-summary=()
-run_step() {  # run_step NAME SECONDS CMD... (the step's output in rest/NAME.log)
-  local name=$1 secs=$2 t0=$SECONDS
-  shift 2
-  echo "ship_checks: $name: $*" | tee -a "$work/rest/$name.log"
-  timeout -k 5 "$secs" "$@" >>"$work/rest/$name.log" 2>&1
-  local rc=$?
-  summary+=("$(printf '%-10s rc %-3s %4ss' "$name" "$rc" "$((SECONDS - t0))")")
-  ((rc == 0)) || status=1
-  return $rc
-}
+source "$here/scripts/step_runner.sh"  # run_step NAME SECONDS CMD...: the output in rest/NAME.log
+step_log_dir=$work/rest
 if [[ "$steps" == *" calibrate "* ]]; then
-  run_step calibrate "${CAL_SECONDS:-300}" "$bin/kascade" calibrate -m "$model" --device cuda --dev-set tasks:all \
+  run_step calibrate "${CAL_SECONDS:-400}" "$bin/kascade" calibrate -m "$model" --device cuda --dev-set tasks:all \
     --lengths "${CAL_LENGTHS:-4k}" --num-prompts "${CAL_PROMPTS:-13}" --anchors 2..8 --refine agreement \
     --refine-prompts "${CAL_PROMPTS:-13}" --refine-rounds 5 -o "$work/kascade_calibration.json" &&
     cp "$work/kascade_calibration.json" "$model/kascade_calibration.json" &&
     cp "$work/kascade_calibration.json" "$out/" &&
-    grep -v "^ship_checks: " "$work/rest/calibrate.log" >"$out/calibration-log.txt"
+    grep -v "^==== calibrate: " "$work/rest/calibrate.log" >"$out/calibration-log.txt"
 fi
 if [[ "$steps" == *" fixture "* ]]; then
   run_step fixture "${FIXTURE_SECONDS:-120}" python3 "${HF_FIXTURES:-$here/scripts/make_hf_fixtures.py}" \
@@ -84,7 +74,7 @@ if [[ "$steps" == *" dev "* ]]; then
     --samples "${DEV_SAMPLES:-4}" --lengths 4k,8k --policies dense,kascade --no-plot --no-progress -o "$work/rest/dev"
   grep -i "average" "$work/rest/dev/results.md" 2>/dev/null | head -n 4
 fi
-printf '%s\n' "${summary[@]}" | tee "$work/rest/summary.txt"
+printf '%s\n' "${step_summary[@]}" | tee "$work/rest/summary.txt"
 tar cJf "$out/rest.tar.xz" -C "$work/rest" .
 rm -rf "$work"
-exit $status
+exit $step_failed

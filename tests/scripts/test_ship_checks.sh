@@ -15,7 +15,7 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; cat "$work/log" 2>/dev/null; exit 1; }
 tree=$work/tree
 mkdir -p "$tree/scripts" "$tree/models/kascade-tiny" "$work/pack"
-cp "$here/scripts/ship_checks.sh" "$here/scripts/unpack_cli.sh" "$tree/scripts/"
+cp "$here/scripts/ship_checks.sh" "$here/scripts/unpack_cli.sh" "$here/scripts/step_runner.sh" "$tree/scripts/"
 echo '{}' >"$tree/models/kascade-tiny/model.safetensors.index.json"
 echo '{"old": true}' >"$tree/models/kascade-tiny/kascade_calibration.json"
 source_dir=$work/build-host/main  # the folder the stand-in tests were "built" in: absent, so the script links it
@@ -59,6 +59,7 @@ for f in kascade_calibration.json calibration-log.txt kascade_tiny.fixture.json 
 done
 grep -q new "$tree/models/kascade-tiny/kascade_calibration.json" || fail "the model's calibration was not replaced"
 grep -q "collected 13 prompts" "$work/out/calibration-log.txt" || fail "calibration log: $(cat "$work/out/calibration-log.txt")"
+! grep -q "^====" "$work/out/calibration-log.txt" || fail "the step header is in the calibration log"
 cal=$(tr '\n' ' ' <"$work/kascade.calibrate.args")
 for want in "--device cuda" "--dev-set tasks:all" "--lengths 4k" "--num-prompts 13" "--anchors 2..8" "--refine agreement"; do
   [[ "$cal" == *"$want"* ]] || fail "calibrate arguments lack '$want': $cal"
